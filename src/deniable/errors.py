@@ -1,0 +1,64 @@
+"""The one error hierarchy of deniable.
+
+Every error raised on purpose by deniable derives from :class:`DeniableError`. Errors caused
+by the caller's input also derive from :class:`ValueError`, so generic handlers keep working.
+Messages say what to change and never contain private values (row values, true answers,
+noise draws).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class DeniableError(Exception):
+    """Base class of every error raised by deniable."""
+
+
+class InvalidParameter(DeniableError, ValueError):
+    """A public parameter (ε, δ, a scale, a sensitivity, a level…) is out of its domain."""
+
+
+class BudgetExceeded(DeniableError):
+    """A release would push the spent privacy loss over the cap.
+
+    Attributes:
+        requested: the loss the refused release asked for.
+        remaining: what is still available under the cap.
+    """
+
+    def __init__(self, message: str, *, requested: Any = None, remaining: Any = None) -> None:
+        super().__init__(message)
+        self.requested = requested
+        self.remaining = remaining
+
+
+class UnsafeQuery(DeniableError, ValueError):
+    """A query would release rows or unbounded values, or is outside the supported shape."""
+
+
+class SQLError(UnsafeQuery):
+    """The SQL text cannot be parsed or refers to something unknown.
+
+    Attributes:
+        line: 1-based line of the problem, when known.
+        column: 1-based column of the problem, when known.
+    """
+
+    def __init__(self, message: str, *, line: int | None = None, column: int | None = None):
+        where = f" (line {line}, column {column})" if line is not None else ""
+        super().__init__(message + where)
+        self.line = line
+        self.column = column
+
+
+class LedgerError(DeniableError):
+    """The durable ledger could not record or read a charge; nothing was released."""
+
+
+class InternalError(DeniableError):
+    """A bug in deniable: an invariant was violated. Nothing was released."""
+
+
+class PrivacyWarning(UserWarning):
+    """Something is legal but weakens the guarantee the user probably expects."""

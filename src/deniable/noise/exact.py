@@ -1,0 +1,159 @@
+"""Exact arithmetic behind the samplers: rationals, certified bounds on e^(−x), and lazy
+uniform variates refined bit by bit.
+
+Every sampler in :mod:`deniable.noise` decides its output by comparing a uniform variate
+``U' ∈ [0, 1)`` with a threshold (a rational ``p`` or ``e^(−x)`` for rational ``x``). The
+first 64 bits of ``U'`` settle almost every comparison through a fast floating-point filter
+whose error is bounded with a wide margin; whatever the filter cannot settle is decided here
+exactly, by drawing more bits of ``U'`` and computing the threshold to more precision. The
+output distribution is therefore the mathematical one, not an approximation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from fractions import Fraction
+from functools import lru_cache
+
+from deniable.errors import InvalidParameter
+from deniable.noise.source import RandomSource
+
+RationalLike = Fraction | int | float
+
+Bounds = Callable[[int], tuple[int, int]]
+"""``bounds(k)`` returns integers ``lo ≤ v·2^k ≤ hi`` for the threshold ``v``."""
+
+
+def to_fraction(value: RationalLike, name: str) -> Fraction:
+    """Convert an int, float or Fraction exactly to a Fraction, refusing NaN and ±inf.
+
+    Floats are dyadic rationals, so the conversion loses nothing.
+
+    Examples:
+        >>> to_fraction(0.5, "p")
+        Fraction(1, 2)
+    """
+    if isinstance(value, bool):
+        raise InvalidParameter(f"{name} must be a number, not a bool")
+    if isinstance(value, Fraction):
+        return value
+    if isinstance(value, int):
+        return Fraction(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidParameter(f"{name} must be finite, got {value!r}")
+        return Fraction(value)
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        raise InvalidParameter(f"{name} must be an int, float or Fraction") from None
+    return to_fraction(f, name)
+
+
+def positive_fraction(value: RationalLike, name: str) -> Fraction:
+    """Like :func:`to_fraction`, and refuse values ≤ 0."""
+    f = to_fraction(value, name)
+    if f <= 0:
+        raise InvalidParameter(f"{name} must be > 0, got {float(f)!r}")
+    return f
+
+
+def rational_bounds(p: Fraction) -> Bounds:
+    """Bounds of a rational threshold: exactly ``floor`` and ``ceil`` of ``p·2^k``."""
+
+    def bounds(k: int) -> tuple[int, int]:
+        num = p.numerator << k
+        lo = num // p.denominator
+        return lo, -((-num) // p.denominator)
+
+    return bounds
+
+
+@lru_cache(maxsize=64)
+def _exp_neg_one(work: int) -> tuple[int, int]:
+    """Integers bounding ``e^(−1)·2^work``."""
+    return _exp_neg_frac_fixed(Fraction(1), work)
+
+
+def _exp_neg_frac_fixed(f: Fraction, work: int) -> tuple[int, int]:
+    """Bounds of ``e^(−f)·2^work`` for ``0 ≤ f ≤ 1`` via the alternating Taylor series.
+
+    Each term ``T_k = floor(T_{k−1}·f/k)`` is off by less than 2 units (the multiplier is at
+    most 1, so earlier errors shrink), and the truncation error is at most the first omitted
+    term; the returned interval adds all of that.
+    """
+    p, q = f.numerator, f.denominator
+    term = 1 << work
+    total = term
+    k = 0
+    while term:
+        k += 1
+        term = term * p // (q * k)
+        total += -term if k % 2 else term
+    slack = 2 * k + 2
+    return max(total - slack, 0), total + slack
+
+
+def exp_neg_bounds(x: Fraction, k: int) -> tuple[int, int]:
+    """Return integers ``lo ≤ e^(−x)·2^k ≤ hi`` for rational ``x ≥ 0``; ``hi − lo`` ≤ 2 or so.
+
+    Examples:
+        >>> lo, hi = exp_neg_bounds(Fraction(1), 20)
+        >>> lo <= math.exp(-1) * 2**20 <= hi
+        True
+    """
+    if x < 0:
+        raise InvalidParameter("exp_neg_bounds needs x ≥ 0")
+    n = x.numerator // x.denominator
+    f = x - n
+    work = k + 64 + 2 * max(n, 1).bit_length()
+    one = 1 << work
+    lo, hi = _exp_neg_frac_fixed(f, work)
+    if n:
+        # (e^(−1))^n by squaring, interval arithmetic on non-negative fixed-point values.
+        base_lo, base_hi = _exp_neg_one(work)
+        acc_lo, acc_hi = one, one
+        m = n
+        while m:
+            if m & 1:
+                acc_lo, acc_hi = (acc_lo * base_lo) >> work, -((-acc_hi * base_hi) >> work)
+            m >>= 1
+            if m:
+                base_lo, base_hi = (base_lo * base_lo) >> work, -((-base_hi * base_hi) >> work)
+            if acc_hi == 0:
+                break
+        lo, hi = (lo * acc_lo) >> work, -((-hi * acc_hi) >> work)
+    shift = work - k
+    return lo >> shift, -((-hi) >> shift)
+
+
+def exp_neg_bound_fn(x: Fraction) -> Bounds:
+    """The :data:`Bounds` of ``e^(−x)``."""
+    return lambda k: exp_neg_bounds(x, k)
+
+
+class LazyUniform:
+    """A uniform variate ``U' ∈ [0, 1)`` of which only a prefix of bits has been drawn.
+
+    ``U'`` lies in ``[a/2^k, (a+1)/2^k)``. Comparisons draw 64 more bits whenever the
+    threshold falls inside that interval, so they are exact and consistent with each other.
+    """
+
+    __slots__ = ("_a", "_k", "_source")
+
+    def __init__(self, first_word: int, source: RandomSource) -> None:
+        self._a = first_word
+        self._k = 64
+        self._source = source
+
+    def less_than(self, bounds: Bounds) -> bool:
+        """Return whether ``U' < v`` for the threshold ``v`` described by ``bounds``."""
+        while True:
+            lo, hi = bounds(self._k)
+            if self._a + 1 <= lo:
+                return True
+            if self._a >= hi:
+                return False
+            self._a = (self._a << 64) | int(self._source.words(1)[0])
+            self._k += 64
