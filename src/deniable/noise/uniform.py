@@ -63,3 +63,30 @@ def neg_log_interval(words: npt.NDArray[np.uint64]) -> tuple[F64, F64]:
     hi = top * (1.0 + REL) + ABS
     lo = (top - width * (1.0 + REL)) * (1.0 - REL) - ABS
     return lo, hi
+
+
+U64_MAX = 2**64 - 1
+
+
+def uniform_below(
+    highs: npt.NDArray[np.int64], *, source: RandomSource | None = None
+) -> I64:
+    """Return one exact uniform draw on ``{0, …, h−1}`` for each ``h`` in ``highs`` (h ≥ 1).
+
+    A word ``w`` is accepted for bound ``h`` when ``w < h·floor((2^64 − 1)/h)``, a multiple of
+    ``h``, so ``w mod h`` is exactly uniform.
+    """
+    h = np.asarray(highs, dtype=np.int64)
+    if h.size and int(h.min()) < 1:
+        raise InvalidParameter("every bound must be ≥ 1")
+    src = resolve(source)
+    hu = h.astype(np.uint64)
+    limit = (np.uint64(U64_MAX) // hu) * hu
+    out = np.empty(h.size, dtype=np.int64)
+    todo = np.arange(h.size)
+    while todo.size:
+        w = src.words(todo.size)
+        ok = w < limit[todo]
+        out[todo[ok]] = (w[ok] % hu[todo[ok]]).astype(np.int64)
+        todo = todo[~ok]
+    return out

@@ -1,0 +1,1 @@
+"""The ``deniable`` command line."""
