@@ -7,8 +7,13 @@ import click
 
 @click.command(name="explain")
 @click.argument("epsilon", type=float)
-@click.option("--prior", type=float, default=0.5, show_default=True,
-              help="The attacker's prior belief that the target is in the data.")
+@click.option(
+    "--prior",
+    type=float,
+    default=0.5,
+    show_default=True,
+    help="The attacker's prior belief that the target is in the data.",
+)
 def command(epsilon: float, prior: float) -> None:
     """Explain what EPSILON lets an attacker learn."""
     from deniable.explain import explain_epsilon

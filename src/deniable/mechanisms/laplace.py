@@ -28,8 +28,9 @@ def laplace_loss(sensitivity: RationalLike, scale: RationalLike) -> Epsilon:
         >>> laplace_loss(2, 4)
         Epsilon(epsilon=0.5)
     """
-    return Epsilon(epsilon=positive_fraction(sensitivity, "sensitivity") / positive_fraction(
-        scale, "scale"))
+    return Epsilon(
+        epsilon=positive_fraction(sensitivity, "sensitivity") / positive_fraction(scale, "scale")
+    )
 
 
 def geometric(

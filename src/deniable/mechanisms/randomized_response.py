@@ -55,8 +55,9 @@ def randomized_response(
     b = _bits(bits)
     loss = rr_loss(p)
     truthful = bernoulli(to_fraction(p, "p"), b.size, source=source).reshape(b.shape)
-    return Release(value=np.where(truthful, b, ~b), loss=loss, mechanism="randomized_response",
-                   scale=math.nan)
+    return Release(
+        value=np.where(truthful, b, ~b), loss=loss, mechanism="randomized_response", scale=math.nan
+    )
 
 
 def coin_randomized_response(
@@ -74,8 +75,12 @@ def coin_randomized_response(
     src = resolve(source)
     truthful = bernoulli(to_fraction(q, "q"), b.size, source=src).reshape(b.shape)
     coin = random_bits(b.size, source=src).reshape(b.shape)
-    return Release(value=np.where(truthful, b, coin), loss=loss,
-                   mechanism="coin_randomized_response", scale=math.nan)
+    return Release(
+        value=np.where(truthful, b, coin),
+        loss=loss,
+        mechanism="coin_randomized_response",
+        scale=math.nan,
+    )
 
 
 def k_rr_keep_probability(k: int, epsilon: RationalLike) -> Fraction:
@@ -107,9 +112,12 @@ def k_randomized_response(
     keep = bernoulli(p, v.size, source=src).reshape(v.shape)
     other = uniform_below(np.full(v.size, k - 1, dtype=np.int64), source=src).reshape(v.shape)
     other = other + (other >= v)  # skip the true value
-    return Release(value=np.where(keep, v, other).astype(np.int64),
-                   loss=Epsilon(epsilon=positive_fraction(epsilon, "epsilon")),
-                   mechanism="k_randomized_response", scale=math.nan)
+    return Release(
+        value=np.where(keep, v, other).astype(np.int64),
+        loss=Epsilon(epsilon=positive_fraction(epsilon, "epsilon")),
+        mechanism="k_randomized_response",
+        scale=math.nan,
+    )
 
 
 def coin_rr_estimate(n_yes: int, n: int, q: RationalLike) -> float:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 
 import numpy as np
@@ -17,7 +17,7 @@ from deniable.noise.exact import (
     to_fraction,
 )
 from deniable.noise.source import RandomSource, resolve
-from deniable.noise.uniform import REL, neg_log_interval
+from deniable.noise.uniform import ABS, REL, exp_prefix
 
 Bools = npt.NDArray[np.bool_]
 
@@ -73,31 +73,59 @@ def bernoulli_exp_neg(
         raise InvalidParameter("gamma must be ≥ 0")
     n = len(gammas) if isinstance(gamma, Sequence) else int(size or 0)
     src = resolve(source)
-    words = src.words(n)
     gf = np.array([float(g) for g in gammas], dtype=np.float64)
     if gf.size == 1 and n != 1:
         gf = np.full(n, gf[0])
-    return _decide_exp_neg(words, gf, REL * (1.0 + gf), lambda i: gammas[i % len(gammas)], src)
+    return decide_exp_neg(gf, REL * (1.0 + gf), lambda i: gammas[i % len(gammas)], src)
 
 
-def _decide_exp_neg(
-    words: npt.NDArray[np.uint64],
+def decide_exp_neg(
     gamma_f: npt.NDArray[np.float64],
     gamma_err: npt.NDArray[np.float64],
-    exact_gamma: object,
+    exact_gamma: Callable[[int], Fraction],
     source: RandomSource,
 ) -> Bools:
-    """Decide ``U' < e^(−γ)`` (i.e. ``−ln U' > γ``) for each word.
+    """Draw one Bernoulli(e^(−γ_i)) per entry: True iff ``U'_i < e^(−γ_i)``, i.e. ``E_i > γ_i``.
 
     ``gamma_f`` approximates γ within ``gamma_err``; ``exact_gamma(i)`` gives the exact
-    rational γ of draw ``i`` for the rare draws the float filter cannot settle.
+    rational γ of draw ``i`` for the rare draws the float filter cannot settle. Uses 32-bit
+    uniforms: a boundary falls inside a prefix's interval with probability about 2^-31.
     """
-    lo, hi = neg_log_interval(words)
-    yes = lo > gamma_f + gamma_err
-    no = hi < gamma_f - gamma_err
+    pre = exp_prefix(gamma_f.size, wide=False, signed=False, source=source)
+    e_lo = pre.e_hi - pre.width - ABS
+    yes = e_lo * (1.0 - REL) > gamma_f + gamma_err
+    no = pre.e_hi * (1.0 + REL) + ABS < gamma_f - gamma_err
     out = yes
-    unsure = np.flatnonzero(~(yes | no))
-    for i in unsure:
-        g: Fraction = exact_gamma(int(i))  # type: ignore[operator]
-        out[i] = LazyUniform(int(words[i]), source).less_than(exp_neg_bound_fn(g))
+    for i in np.flatnonzero(~(yes | no)):
+        g = exact_gamma(int(i))
+        out[i] = LazyUniform(int(pre.word[i]), source, pre.bits).less_than(exp_neg_bound_fn(g))
+    return out
+
+
+def decide_exp_neg_scalar_err(
+    gamma_f: npt.NDArray[np.float64],
+    gamma_err: float,
+    exact_gamma: Callable[[int], Fraction],
+    source: RandomSource,
+) -> Bools:
+    """Like :func:`decide_exp_neg` with one error bound for all entries, in the exp domain.
+
+    True iff ``U'_i < e^(−γ_i)``: with a 32-bit prefix ``u``, ``U' ∈ [u, u+1)/2^32``; the float
+    ``e^(−γ_f)`` is within relative ``m = gamma_err + 2^-50`` of ``e^(−γ)`` (one correctly rounded
+    ``exp`` and the error of ``γ_f``), so ``u + 1 ≤ v(1 − 2m)`` settles True and ``u ≥ v(1 + 2m)``
+    settles False; the rest are decided exactly.
+    """
+    n = gamma_f.size
+    u = source.words((n + 1) // 2).view(np.uint32)[:n]
+    uf = u.astype(np.float64)
+    v = np.negative(gamma_f)
+    np.exp(v, out=v)
+    v *= 2.0**32
+    m = 2.0 * (gamma_err + 2.0**-50)
+    yes = uf + 1.0 <= v * (1.0 - m)
+    no = uf >= v * (1.0 + m)
+    out = yes
+    for i in np.flatnonzero(~(yes | no)):
+        g = exact_gamma(int(i))
+        out[i] = LazyUniform(int(u[i]), source, 32).less_than(exp_neg_bound_fn(g))
     return out

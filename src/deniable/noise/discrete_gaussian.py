@@ -16,11 +16,12 @@ import numpy as np
 import numpy.typing as npt
 
 from deniable.errors import InvalidParameter
-from deniable.noise.bernoulli import _decide_exp_neg
+from deniable.noise.bernoulli import decide_exp_neg_scalar_err
 from deniable.noise.discrete_laplace import _discrete_laplace
 from deniable.noise.exact import RationalLike, positive_fraction
+from deniable.noise.gaussian_table import TABLE_MAX_SIGMA2, sample_folded
 from deniable.noise.source import RandomSource, resolve
-from deniable.noise.uniform import REL
+from deniable.noise.uniform import REL, chunked
 
 I64 = npt.NDArray[np.int64]
 
@@ -43,24 +44,38 @@ def discrete_gaussian(
     if s2 > MAX_SIGMA2:
         raise InvalidParameter("sigma2 above 2^60 is not supported; use noise on a grid")
     src = resolve(source)
+    if s2 <= TABLE_MAX_SIGMA2:
+        return chunked(size, lambda n: sample_folded(s2, n, src))
+    return chunked(size, lambda n: _discrete_gaussian(s2, n, src))
+
+
+def _discrete_gaussian(s2: Fraction, size: int, src: RandomSource) -> I64:
     t = math.isqrt(s2.numerator // s2.denominator) + 1
     s2f = float(s2)
-    out = np.empty(size, dtype=np.int64)
-    todo = np.arange(size)
-    while todo.size:
-        y = _discrete_laplace(Fraction(t), todo.size, src)
+    shift = s2f / t
+    accepted: list[I64] = []
+    have = 0
+    rate = 0.5  # refined after the first batch; only affects batch sizes, never values
+    while have < size:
+        m = int((size - have) / rate * 1.05) + 64
+        y = _discrete_laplace(Fraction(t), m, src)
         ay = np.abs(y).astype(np.float64)
-        diff = ay - s2f / t
-        gamma_f = diff * diff / (2.0 * s2f)
-        # Error of gamma_f: relative to the size of the terms that cancel in the subtraction.
-        magnitude = (ay * ay + (s2f / t) ** 2) / (2.0 * s2f)
-        err = REL * (1.0 + gamma_f + magnitude)
+        # γ = (|y| − σ²/t)²/(2σ²). Its float error is relative to the terms that cancel,
+        # bounded here once for the whole batch by the largest |y|.
+        top = float(ay.max(initial=0.0))
+        err = REL * (1.0 + 2.0 * (top * top + shift * shift) / (2.0 * s2f))
+        ay -= shift
+        ay *= ay
+        ay *= 1.0 / (2.0 * s2f)
 
         def exact(i: int, y: I64 = y) -> Fraction:
             d = abs(int(y[i])) - s2 / t
             return d * d / (2 * s2)
 
-        ok = _decide_exp_neg(src.words(todo.size), gamma_f, err, exact, src)
-        out[todo[ok]] = y[ok]
-        todo = todo[~ok]
-    return out
+        ok = decide_exp_neg_scalar_err(ay, err, exact, src)
+        kept = y[ok]
+        rate = max(kept.size / m, 0.05)
+        accepted.append(kept)
+        have += kept.size
+    # Rejection sampling: the accepted proposals are i.i.d. from the target, in order.
+    return np.concatenate(accepted)[:size] if accepted else np.empty(0, dtype=np.int64)

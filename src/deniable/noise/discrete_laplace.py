@@ -1,37 +1,44 @@
 """Exact geometric and discrete Laplace samplers.
 
-The discrete Laplace distribution with scale ``t`` has ``P[X = k] ∝ e^(−|k|/t)`` on the
-integers. We draw ``Y = floor(t·E)`` with ``E = −ln U'`` exponential — exactly geometric with
-``P[Y ≥ k] = e^(−k/t)`` — then a sign, rejecting "−0" so that zero is not counted twice.
+The discrete Laplace law with scale ``t`` has ``P[X = k] = (1−α)/(1+α)·α^|k|``, ``α = e^(−1/t)``.
+Its magnitude satisfies ``P[|X| ≥ k] = 2α^k/(1+α) = e^(−k/t − d)`` for ``k ≥ 1`` with
+``d = ln((1+α)/2) ≤ 0``, so with ``E = −ln U'`` exponential, ``|X| = max(0, floor(t·(E − d)))``
+exactly; an independent fair bit gives the sign. One uniform per draw, no rejection loop.
+The geometric law (``P[Y ≥ k] = α^k``) is the case ``d = 0``: ``Y = floor(t·E)``.
 
-Exactness: ``Y = k`` holds iff ``e^(−(k+1)/t) < U' ≤ e^(−k/t)``. A float filter computes
-``floor(t·E)`` at both ends of the interval of ``E`` given by the first 64 bits of ``U'`` with a
-relative slack of 2^-46 (well above float error); when both ends agree, that is ``Y``. The
-draws where they disagree — about ``t·2^-45`` of them — are settled by exact comparisons of
-``U'`` (refined with more random bits) with certified bounds of ``e^(−k/t)``.
+Exactness: ``|X| ≥ k`` holds iff ``U' ≤ 2α^k/(1+α)``. The float filter computes
+``floor(t·(E − d))`` at both ends of the interval of ``E`` implied by the uniform's prefix,
+with slack far above the float error; when both ends agree, that is the value. Draws where they
+disagree — a fraction of about ``t·2^-45`` plus ``t/2^B`` for a ``B``-bit prefix — are settled by
+exact comparisons of ``U'``, refined with more random bits, against certified bounds of the
+threshold (:func:`deniable.noise.exact.exp_neg_bounds`).
 
-Timing: the work per batch is the same vectorised arithmetic whatever values come out; the
-rejection loop's number of rounds is independent of the accepted values (a property of
-rejection sampling), and the exact fallback runs with probability below ``t·2^-45`` per draw.
+Timing: a batch costs the same vectorised arithmetic whatever values come out; the exact
+fallback runs with probability below ``t·2^-30`` per draw and only makes the release slower,
+by a few tens of microseconds, for draws on a boundary between two values.
 """
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
 
 from deniable.errors import InvalidParameter
-from deniable.noise.exact import LazyUniform, RationalLike, exp_neg_bound_fn, positive_fraction
+from deniable.noise.exact import LazyUniform, RationalLike, exp_neg_bounds, positive_fraction
 from deniable.noise.source import RandomSource, resolve
-from deniable.noise.uniform import REL, neg_log_interval, random_bits
+from deniable.noise.uniform import ABS, REL, chunked, exp_prefix
 
 I64 = npt.NDArray[np.int64]
 
 MAX_SCALE = Fraction(2**36)
 """Largest scale accepted: beyond it the float filter settles too few draws to be fast.
 Release paths keep scales near 2^20 by working on a power-of-two grid."""
+
+NARROW_MAX_SCALE = 2**10
+"""Up to this scale a 32-bit uniform settles nearly every draw; above it 64-bit words are used."""
 
 
 def _check_scale(scale: RationalLike) -> Fraction:
@@ -44,6 +51,65 @@ def _check_scale(scale: RationalLike) -> Fraction:
     return t
 
 
+def _threshold_bounds(t: Fraction, k: int, folded: bool, prec: int) -> tuple[int, int]:
+    """Integers bounding ``v·2^prec`` for ``v = α^k`` (geometric) or ``2α^k/(1+α)`` (folded)."""
+    if not folded:
+        return exp_neg_bounds(Fraction(k) / t, prec)
+    g = prec + 8
+    a_lo, a_hi = exp_neg_bounds(Fraction(k) / t, g)
+    b_lo, b_hi = exp_neg_bounds(1 / t, g)
+    one = 1 << g
+    lo = (2 * a_lo << prec) // (one + b_hi)
+    hi = -((-(2 * a_hi << prec)) // (one + b_lo))
+    return lo, hi
+
+
+def _magnitude(t: Fraction, n: int, src: RandomSource, *, folded: bool) -> tuple[I64, object]:
+    """``floor(t·(E − d))`` clipped at 0 for ``n`` draws, exactly; returns it and the signs."""
+    tf = float(t)
+    wide = tf > NARROW_MAX_SCALE
+    pre = exp_prefix(n, wide=wide, signed=folded, source=src)
+    shift = -math.log1p(math.exp(-1.0 / tf)) + math.log(2.0) if folded else 0.0  # = −d ≥ 0
+    y = pre.e_hi  # reused in place: y = t·(E_hi − d)
+    y += shift
+    y *= tf
+    slack = y * REL
+    slack += tf * (ABS + 2.0**-50 * shift)
+    hi = np.floor(y + slack)
+    slack += pre.width * tf
+    y -= slack
+    lo = np.floor(y, out=y)
+    sure = lo == hi
+    np.maximum(hi, 0.0, out=hi)
+    hi[~sure] = 0.0
+    out = hi.astype(np.int64)
+    for i in np.flatnonzero(~sure):
+        start = int(lo[i]) if math.isfinite(lo[i]) and lo[i] > 0 else 0
+        out[i] = _magnitude_exact(t, int(pre.word[i]), pre.bits, start, folded, src)
+    return out, pre.sign
+
+
+def _magnitude_exact(
+    t: Fraction, word: int, bits: int, start: int, folded: bool, src: RandomSource
+) -> int:
+    """The largest ``k ≥ 0`` with ``U' < threshold(k)`` (``threshold(0) = 1``), exactly.
+
+    ``start`` is a lower bound from the float filter, so the search only climbs; it is checked
+    first and lowered if it was wrong.
+    """
+    u = LazyUniform(word, src, bits)
+
+    def below(k: int) -> bool:
+        return k == 0 or u.less_than(lambda p: _threshold_bounds(t, k, folded, p))
+
+    k = start
+    while not below(k):
+        k -= 1
+    while below(k + 1):
+        k += 1
+    return k
+
+
 def geometric(scale: RationalLike, size: int, *, source: RandomSource | None = None) -> I64:
     """Return ``size`` draws of ``Y ≥ 0`` with ``P[Y = k] = (1−α)α^k``, ``α = e^(−1/scale)``.
 
@@ -53,36 +119,8 @@ def geometric(scale: RationalLike, size: int, *, source: RandomSource | None = N
         True
     """
     t = _check_scale(scale)
-    return _geometric(t, size, resolve(source))
-
-
-def _geometric(t: Fraction, size: int, src: RandomSource) -> I64:
-    words = src.words(size)
-    lo, hi = neg_log_interval(words)
-    tf = float(t)
-    with np.errstate(invalid="ignore", over="ignore"):
-        k_lo = np.floor(lo * tf * (1.0 - REL))
-        k_hi = np.floor(hi * tf * (1.0 + REL))
-    sure = (k_lo == k_hi) & np.isfinite(k_hi)
-    out = np.where(sure, k_hi, 0.0).astype(np.int64)
-    for i in np.flatnonzero(~sure):
-        start = int(k_lo[i]) if np.isfinite(k_lo[i]) and k_lo[i] > 0 else 0
-        out[i] = _geometric_exact(t, int(words[i]), start, src)
-    return out
-
-
-def _geometric_exact(t: Fraction, word: int, start: int, src: RandomSource) -> int:
-    """The unique ``k`` with ``e^(−(k+1)/t) < U' ≤ e^(−k/t)``, decided exactly.
-
-    ``start`` is a lower bound on ``k`` from the float filter, so the search only climbs.
-    """
-    u = LazyUniform(word, src)
-    k = start
-    while k > 0 and not u.less_than(exp_neg_bound_fn(Fraction(k) / t)):
-        k -= 1  # defensive: start was too high
-    while u.less_than(exp_neg_bound_fn(Fraction(k + 1) / t)):
-        k += 1
-    return k
+    src = resolve(source)
+    return chunked(size, lambda n: _magnitude(t, n, src, folded=False)[0])
 
 
 def discrete_laplace(scale: RationalLike, size: int, *, source: RandomSource | None = None) -> I64:
@@ -101,23 +139,10 @@ def discrete_laplace(scale: RationalLike, size: int, *, source: RandomSource | N
 
 
 def _discrete_laplace(t: Fraction, size: int, src: RandomSource) -> I64:
-    out = np.empty(size, dtype=np.int64)
-    todo = np.arange(size)
-    while todo.size:
-        y = _geometric(t, todo.size, src)
-        negative = random_bits(todo.size, source=src)
-        ok = ~(negative & (y == 0))
-        out[todo[ok]] = np.where(negative[ok], -y[ok], y[ok])
-        todo = todo[~ok]
-    return out
+    def fill(n: int) -> I64:
+        mag, sign = _magnitude(t, n, src, folded=True)
+        assert isinstance(sign, np.ndarray)
+        np.negative(mag, out=mag, where=sign)
+        return mag
 
-
-def discrete_laplace_tail(scale: RationalLike, c: int) -> float:
-    """Return ``P[|X| > c]`` for discrete Laplace ``X`` with this scale: ``2α^(c+1)/(1+α)``."""
-    if c < 0:
-        return 1.0
-    t = _check_scale(scale)
-    a = float(np.exp(-1.0 / float(t)))
-    return float(2.0 * np.exp(-(c + 1) / float(t)) / (1.0 + a))
-
-
+    return chunked(size, fill)

@@ -1,5 +1,4 @@
-"""Exact arithmetic behind the samplers: rationals, certified bounds on e^(−x), and lazy
-uniform variates refined bit by bit.
+"""Exact arithmetic behind the samplers: rationals, bounds on e^(−x), lazy uniforms.
 
 Every sampler in :mod:`deniable.noise` decides its output by comparing a uniform variate
 ``U' ∈ [0, 1)`` with a threshold (a rational ``p`` or ``e^(−x)`` for rational ``x``). The
@@ -142,9 +141,9 @@ class LazyUniform:
 
     __slots__ = ("_a", "_k", "_source")
 
-    def __init__(self, first_word: int, source: RandomSource) -> None:
+    def __init__(self, first_word: int, source: RandomSource, bits: int = 64) -> None:
         self._a = first_word
-        self._k = 64
+        self._k = bits
         self._source = source
 
     def less_than(self, bounds: Bounds) -> bool:
