@@ -27,8 +27,11 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy
 
+# Each benchmark writes benchmarks/results/<name>.md; BENCHMARKS.md is assembled from them.
+BENCHES := noise query anonymize
 bench: $(STAMP)
-	$(BIN)/python benchmarks/noise.py
+	@for b in $(BENCHES); do echo "== $$b"; $(BIN)/python benchmarks/$$b.py || exit 1; done
+	$(BIN)/python benchmarks/assemble.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -17,6 +17,10 @@ from deniable.noise.exact import RationalLike, positive_fraction
 from deniable.noise.grid import grid_exponent, grid_sensitivity, snap, unsnap
 from deniable.noise.source import RandomSource
 
+GAUSSIAN_UNITS_LOG2 = 12
+"""σ is 2^12 to 2^13 grid units: rounding adds at most one unit to Δ₂ (≤ 0.03% at ρ = 1/2),
+and the exact table sampler applies."""
+
 
 def gaussian_loss(sensitivity: RationalLike, sigma2: RationalLike) -> Rho:
     """Privacy map of the discrete Gaussian: ``ρ = Δ₂²/(2σ²)``.
@@ -76,7 +80,7 @@ def gaussian(
     if not np.isfinite(x).all():
         raise InvalidParameter("values must be finite; clamp them to declared bounds first")
     sigma = float(d) / math.sqrt(2 * float(r))
-    e = grid_exponent(Fraction(sigma))
+    e = grid_exponent(Fraction(sigma), GAUSSIAN_UNITS_LOG2)
     units_d = grid_sensitivity(d, e)
     s2 = Fraction(units_d * units_d) / (2 * r)
     z = _dg(s2, x.size, source=source)

@@ -19,7 +19,7 @@ from deniable.errors import InvalidParameter
 from deniable.noise.bernoulli import decide_exp_neg_scalar_err
 from deniable.noise.discrete_laplace import _discrete_laplace
 from deniable.noise.exact import RationalLike, positive_fraction
-from deniable.noise.gaussian_table import TABLE_MAX_SIGMA2, sample_folded
+from deniable.noise.gaussian_table import TABLE_MAX_SIGMA2, is_cached, sample_folded
 from deniable.noise.source import RandomSource, resolve
 from deniable.noise.uniform import REL, chunked
 
@@ -44,7 +44,7 @@ def discrete_gaussian(
     if s2 > MAX_SIGMA2:
         raise InvalidParameter("sigma2 above 2^60 is not supported; use noise on a grid")
     src = resolve(source)
-    if s2 <= TABLE_MAX_SIGMA2:
+    if s2 <= TABLE_MAX_SIGMA2 and (s2 <= 2**16 or size >= 2**15 or is_cached(s2)):
         return chunked(size, lambda n: sample_folded(s2, n, src))
     return chunked(size, lambda n: _discrete_gaussian(s2, n, src))
 

@@ -57,9 +57,17 @@ def _weights(sigma2: float, K: int) -> npt.NDArray[np.float64]:
     return w
 
 
-@lru_cache(maxsize=16)
+_CACHED: set[Fraction] = set()
+
+
 def build_table(sigma2: Fraction) -> _Table:
-    """Build (once per σ²) the exact proposal table and acceptance thresholds."""
+    """Return the exact proposal table and acceptance thresholds for ``σ²`` (cached)."""
+    _CACHED.add(sigma2)
+    return _build_table(sigma2)
+
+
+@lru_cache(maxsize=16)
+def _build_table(sigma2: Fraction) -> _Table:
     s2 = float(sigma2)
     # K: last k whose share is ≥ 2^-30; the rest goes to the tail branch (a few draws in 10^7).
     total = 1.0 + math.sqrt(2 * math.pi * s2) * 2  # generous upper bound of Σω for the cut
@@ -121,6 +129,11 @@ def build_table(sigma2: Fraction) -> _Table:
         counts=tuple(counts),
         M=M,
     )
+
+
+def is_cached(sigma2: Fraction) -> bool:
+    """Whether the table for ``σ²`` is already built (large tables cost ~0.5 s to build)."""
+    return sigma2 in _CACHED
 
 
 def _scaled_exp_bounds(gamma: Fraction, factor: Fraction, prec: int) -> tuple[int, int]:

@@ -26,8 +26,11 @@ GRID_UNITS_LOG2 = 20
 F64 = npt.NDArray[np.float64]
 
 
-def grid_exponent(scale: RationalLike) -> int:
-    """Return ``e`` such that the grid ``2^e`` puts ``scale`` in ``[2^20, 2^21)`` grid units.
+def grid_exponent(scale: RationalLike, units_log2: int = GRID_UNITS_LOG2) -> int:
+    """Return ``e`` such that the grid ``2^e`` puts ``scale`` in ``[2^u, 2^(u+1))`` grid units.
+
+    ``u`` is ``units_log2`` (20 by default; Gaussian noise uses 12 so that its sampler's
+    tables stay small).
 
     Examples:
         >>> grid_exponent(1.0)
@@ -37,7 +40,7 @@ def grid_exponent(scale: RationalLike) -> int:
     e = s.numerator.bit_length() - s.denominator.bit_length()  # 2^e ≤ s·2 and s < 2^(e+1)
     if Fraction(2) ** e > s:
         e -= 1
-    return e - GRID_UNITS_LOG2
+    return e - units_log2
 
 
 def grid_sensitivity(sensitivity: RationalLike, exponent: int) -> int:
