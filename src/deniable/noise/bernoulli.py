@@ -111,7 +111,7 @@ def decide_exp_neg_scalar_err(
     """Like :func:`decide_exp_neg` with one error bound for all entries, in the exp domain.
 
     True iff ``U'_i < e^(−γ_i)``: with a 32-bit prefix ``u``, ``U' ∈ [u, u+1)/2^32``; the float
-    ``e^(−γ_f)`` is within relative ``m = gamma_err + 2^-50`` of ``e^(−γ)`` (one correctly rounded
+    ``e^(−γ_f)`` is within relative ``m = gamma_err + 2^-40`` of ``e^(−γ)`` (one correctly rounded
     ``exp`` and the error of ``γ_f``), so ``u + 1 ≤ v(1 − 2m)`` settles True and ``u ≥ v(1 + 2m)``
     settles False; the rest are decided exactly.
     """
@@ -121,7 +121,7 @@ def decide_exp_neg_scalar_err(
     v = np.negative(gamma_f)
     np.exp(v, out=v)
     v *= 2.0**32
-    m = 2.0 * (gamma_err + 2.0**-50)
+    m = 2.0 * (gamma_err + REL)
     yes = uf + 1.0 <= v * (1.0 - m)
     no = uf >= v * (1.0 + m)
     out = yes

@@ -8,8 +8,9 @@ The geometric law (``P[Y ≥ k] = α^k``) is the case ``d = 0``: ``Y = floor(t·
 
 Exactness: ``|X| ≥ k`` holds iff ``U' ≤ 2α^k/(1+α)``. The float filter computes
 ``floor(t·(E − d))`` at both ends of the interval of ``E`` implied by the uniform's prefix,
-with slack far above the float error; when both ends agree, that is the value. Draws where they
-disagree — a fraction of about ``t·2^-45`` plus ``t/2^B`` for a ``B``-bit prefix — are settled by
+with slack (2^-40) far above the float error; when both ends agree, that is the value. Draws
+where they
+disagree — a fraction of about ``t·2^-39`` plus ``t/2^B`` for a ``B``-bit prefix — are settled by
 exact comparisons of ``U'``, refined with more random bits, against certified bounds of the
 threshold (:func:`deniable.noise.exact.exp_neg_bounds`).
 
@@ -74,7 +75,7 @@ def _magnitude(t: Fraction, n: int, src: RandomSource, *, folded: bool) -> tuple
     y += shift
     y *= tf
     slack = y * REL
-    slack += tf * (ABS + 2.0**-50 * shift)
+    slack += tf * (ABS + REL * shift)
     hi = np.floor(y + slack)
     slack += pre.width * tf
     y -= slack
