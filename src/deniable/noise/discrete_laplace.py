@@ -7,16 +7,15 @@ exactly; an independent fair bit gives the sign. One uniform per draw, no reject
 The geometric law (``P[Y ≥ k] = α^k``) is the case ``d = 0``: ``Y = floor(t·E)``.
 
 Exactness: ``|X| ≥ k`` holds iff ``U' ≤ 2α^k/(1+α)``. The float filter computes
-``floor(t·(E − d))`` at both ends of the interval of ``E`` implied by the uniform's prefix,
-with slack (2^-40) far above the float error; when both ends agree, that is the value. Draws
-where they
-disagree — a fraction of about ``t·2^-39`` plus ``t/2^B`` for a ``B``-bit prefix — are settled by
-exact comparisons of ``U'``, refined with more random bits, against certified bounds of the
-threshold (:func:`deniable.noise.exact.exp_neg_bounds`).
+``floor(t·(E − d))`` at both ends of the interval of ``E`` implied by the uniform's prefix, with
+a slack of 2^-40, far above the float error; when both ends agree, that is the value. Draws
+where they disagree (a fraction of about ``t·2^-39`` plus ``t/2^B`` for a ``B``-bit prefix)
+are settled by exact comparisons of ``U'``, refined with more random bits, against certified
+bounds of the threshold (:func:`deniable.noise.exact.exp_neg_bounds`).
 
 Timing: a batch costs the same vectorised arithmetic whatever values come out; the exact
-fallback runs with probability below ``t·2^-30`` per draw and only makes the release slower,
-by a few tens of microseconds, for draws on a boundary between two values.
+fallback is rare (above) and only makes a release slower, by tens of microseconds, for draws
+that fall on a boundary between two values.
 """
 
 from __future__ import annotations
