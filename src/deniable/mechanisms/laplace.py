@@ -6,6 +6,7 @@ sensitivity Δ of the query under that relation.
 
 from __future__ import annotations
 
+import numbers
 from fractions import Fraction
 
 import numpy as np
@@ -51,7 +52,10 @@ def geometric(
         >>> r.loss
         Epsilon(epsilon=1)
     """
-    if not isinstance(sensitivity, int) or isinstance(sensitivity, bool) or sensitivity < 1:
+    if not isinstance(sensitivity, numbers.Integral) or isinstance(sensitivity, bool):
+        raise InvalidParameter("sensitivity of geometric() must be a positive integer")
+    sensitivity = int(sensitivity)
+    if sensitivity < 1:
         raise InvalidParameter("sensitivity of geometric() must be a positive integer")
     eps = positive_fraction(epsilon, "epsilon")
     x = as_integers(values)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -15,7 +16,7 @@ from deniable.noise.exact import exp_neg_bounds
 
 
 def _check_level(level: float) -> float:
-    if not (isinstance(level, float | int) and 0 < level < 1):
+    if isinstance(level, bool) or not isinstance(level, numbers.Real) or not 0 < level < 1:
         raise InvalidParameter("level must be strictly between 0 and 1, e.g. 0.95")
     return float(level)
 

@@ -11,9 +11,12 @@ output distribution is therefore the mathematical one, not an approximation.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 from fractions import Fraction
 from functools import lru_cache
+
+import numpy as np
 
 from deniable.errors import InvalidParameter
 from deniable.noise.source import RandomSource
@@ -33,21 +36,16 @@ def to_fraction(value: RationalLike, name: str) -> Fraction:
         >>> to_fraction(0.5, "p")
         Fraction(1, 2)
     """
-    if isinstance(value, bool):
-        raise InvalidParameter(f"{name} must be a number, not a bool")
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise InvalidParameter(f"{name} must be an int, float or Fraction")
     if isinstance(value, Fraction):
         return value
-    if isinstance(value, int):
-        return Fraction(value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise InvalidParameter(f"{name} must be finite, got {value!r}")
-        return Fraction(value)
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        raise InvalidParameter(f"{name} must be an int, float or Fraction") from None
-    return to_fraction(f, name)
+    if isinstance(value, numbers.Integral):
+        return Fraction(int(value))
+    f = float(value)  # numpy floats convert exactly
+    if not math.isfinite(f):
+        raise InvalidParameter(f"{name} must be finite, got {f!r}")
+    return Fraction(f)
 
 
 def positive_fraction(value: RationalLike, name: str) -> Fraction:
