@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
@@ -17,14 +18,21 @@ from deniable.mechanisms.release import Release
 from deniable.noise.bernoulli import bernoulli
 from deniable.noise.exact import RationalLike, exp_lower, log_upper, positive_fraction, to_fraction
 from deniable.noise.source import RandomSource, resolve
-from deniable.noise.uniform import random_bits, uniform_below
+from deniable.noise.uniform import random_bits, uniform_int
 
 
 def _bits(values: npt.ArrayLike) -> npt.NDArray[np.bool_]:
     arr = np.asarray(values)
-    if arr.dtype.kind not in "biu" or (arr.size and not np.isin(arr, [0, 1]).all()):
+    if arr.dtype.kind == "b":
+        return arr
+    if arr.dtype.kind not in "iu" or (arr.size and not ((arr == 0) | (arr == 1)).all()):
         raise InvalidParameter("randomized response needs answers that are 0/1 or booleans")
     return arr.astype(bool)
+
+
+@lru_cache(maxsize=256)
+def _log_ratio_upper(num: Fraction, den: Fraction) -> Fraction:
+    return log_upper(num / den)
 
 
 def rr_loss(p: RationalLike) -> Epsilon:
@@ -32,7 +40,7 @@ def rr_loss(p: RationalLike) -> Epsilon:
     pf = to_fraction(p, "p")
     if not Fraction(1, 2) < pf < 1:
         raise InvalidParameter("p must be in (1/2, 1)")
-    return Epsilon(epsilon=log_upper(pf / (1 - pf)))
+    return Epsilon(epsilon=_log_ratio_upper(pf, 1 - pf))
 
 
 def coin_rr_loss(q: RationalLike) -> Epsilon:
@@ -45,7 +53,7 @@ def coin_rr_loss(q: RationalLike) -> Epsilon:
     qf = to_fraction(q, "q")
     if not 0 < qf < 1:
         raise InvalidParameter("q must be in (0, 1)")
-    return Epsilon(epsilon=log_upper((1 + qf) / (1 - qf)))
+    return Epsilon(epsilon=_log_ratio_upper(1 + qf, 1 - qf))
 
 
 def randomized_response(
@@ -110,7 +118,7 @@ def k_randomized_response(
     src = resolve(source)
     p = k_rr_keep_probability(k, epsilon)
     keep = bernoulli(p, v.size, source=src).reshape(v.shape)
-    other = uniform_below(np.full(v.size, k - 1, dtype=np.int64), source=src).reshape(v.shape)
+    other = uniform_int(k - 1, v.size, source=src).reshape(v.shape)
     other = other + (other >= v)  # skip the true value
     return Release(
         value=np.where(keep, v, other).astype(np.int64),
