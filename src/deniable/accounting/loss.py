@@ -1,14 +1,19 @@
 """Privacy-loss values: ``Epsilon``, ``EpsilonDelta`` and ``Rho``.
 
-They are immutable, keyword-only, validated on construction (negative, NaN and infinite values
-are refused) and hold exact rationals: a float argument is converted to the dyadic rational it
-denotes, so adding and comparing losses never rounds. ``(ε, δ)`` pairs are ordered
-component-wise: ``a <= b`` means ``a.epsilon <= b.epsilon and a.delta <= b.delta``.
+They are immutable, keyword-only, validated on construction (negative, NaN and infinite values,
+booleans, strings and ``δ ≥ 1`` are refused with :class:`~deniable.errors.InvalidParameter`)
+and hold exact rationals: a float argument is converted to the dyadic rational it denotes, so
+adding and comparing losses never rounds. ``(ε, δ)`` pairs are ordered component-wise:
+``a <= b`` means ``a.epsilon <= b.epsilon and a.delta <= b.delta``.
+
+``+`` only adds losses of the same kind; :func:`deniable.accounting.composition.compose`
+combines mixed kinds where that is unambiguous.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Union
@@ -18,6 +23,26 @@ from deniable.errors import InvalidParameter
 Number = Fraction | int | float
 
 
+def show(value: Fraction, digits: int = 6) -> str:
+    """Format an exact amount for a message or repr: ``digits`` significant digits.
+
+    Unlike ``float()``, this never overflows.
+
+    Examples:
+        >>> show(Fraction(1, 3))
+        '0.333333'
+        >>> show(Fraction(10) ** 400)
+        '1e+400'
+    """
+    try:
+        return f"{float(value):.{digits}g}"
+    except OverflowError:  # beyond 1.8e308: print the leading digits of the integer part
+        digits_text = str(abs(value.numerator) // value.denominator)
+        mantissa = digits_text[0] + ("." + digits_text[1:digits] if digits > 1 else "")
+        sign = "-" if value < 0 else ""
+        return f"{sign}{mantissa.rstrip('0').rstrip('.')}e+{len(digits_text) - 1}"
+
+
 def exact(value: Number, name: str) -> Fraction:
     """Convert ``value`` exactly to a non-negative finite Fraction, or raise InvalidParameter.
 
@@ -25,13 +50,23 @@ def exact(value: Number, name: str) -> Fraction:
         >>> exact(0.25, "epsilon")
         Fraction(1, 4)
     """
-    if isinstance(value, bool) or not isinstance(value, Fraction | int | float):
-        raise InvalidParameter(f"{name} must be a number (int, float or Fraction)")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise InvalidParameter(f"{name} must be finite, got {value!r}")
-    f = Fraction(value)
+    f: Fraction
+    if isinstance(value, bool):
+        raise InvalidParameter(f"{name} must be a number, not a bool")
+    if isinstance(value, Fraction):
+        f = value
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidParameter(f"{name} must be finite, got {value!r}")
+        f = Fraction(value)
+    elif isinstance(value, numbers.Integral):  # int, and numpy integers
+        f = Fraction(int(value))
+    else:
+        raise InvalidParameter(
+            f"{name} must be a number (int, float or Fraction), got {type(value).__name__}"
+        )
     if f < 0:
-        raise InvalidParameter(f"{name} must be ≥ 0, got {float(f)!r}")
+        raise InvalidParameter(f"{name} must be ≥ 0, got {show(f)}")
     return f
 
 
@@ -65,7 +100,7 @@ class Epsilon:
         return self.value <= other.value
 
     def __repr__(self) -> str:
-        return f"Epsilon(epsilon={float(self.value):.6g})"
+        return f"Epsilon(epsilon={show(self.value)})"
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -83,14 +118,17 @@ class EpsilonDelta:
     def __init__(self, *, epsilon: Number, delta: Number) -> None:
         e, d = exact(epsilon, "epsilon"), exact(delta, "delta")
         if d >= 1:
-            raise InvalidParameter("delta must be < 1")
+            raise InvalidParameter(f"delta must be < 1, got {show(d)}")
         object.__setattr__(self, "epsilon", e)
         object.__setattr__(self, "delta", d)
 
     def __add__(self, other: EpsilonDelta) -> EpsilonDelta:
         if not isinstance(other, EpsilonDelta):
             return NotImplemented
-        return EpsilonDelta(epsilon=self.epsilon + other.epsilon, delta=self.delta + other.delta)
+        delta = self.delta + other.delta
+        if delta >= 1:
+            raise InvalidParameter("the composed delta reaches 1: the guarantee would be vacuous")
+        return EpsilonDelta(epsilon=self.epsilon + other.epsilon, delta=delta)
 
     def __le__(self, other: EpsilonDelta) -> bool:
         if not isinstance(other, EpsilonDelta):
@@ -98,7 +136,7 @@ class EpsilonDelta:
         return self.epsilon <= other.epsilon and self.delta <= other.delta
 
     def __repr__(self) -> str:
-        return f"EpsilonDelta(epsilon={float(self.epsilon):.6g}, delta={float(self.delta):.6g})"
+        return f"EpsilonDelta(epsilon={show(self.epsilon)}, delta={show(self.delta)})"
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -131,7 +169,7 @@ class Rho:
         return self.value <= other.value
 
     def __repr__(self) -> str:
-        return f"Rho(rho={float(self.value):.6g})"
+        return f"Rho(rho={show(self.value)})"
 
 
 PrivacyLoss = Union[Epsilon, EpsilonDelta, Rho]  # noqa: UP007 - used at runtime in isinstance

@@ -33,9 +33,10 @@ from deniable.noise.uniform import ABS, REL, chunked, exp_prefix
 
 I64 = npt.NDArray[np.int64]
 
-MAX_SCALE = Fraction(2**36)
-"""Largest scale accepted: beyond it the float filter settles too few draws to be fast.
-Release paths keep scales near 2^20 by working on a power-of-two grid."""
+MAX_SCALE = Fraction(2**24)
+"""Largest scale accepted. The share of draws that take the slower exact path grows with
+``t·|noise|·2^-39``; below 2^24 it stays under 10^-4, too rare for a timing channel to show.
+Release paths keep scales near 2^20 by working on a power-of-two grid (``mechanisms.laplace``)."""
 
 NARROW_MAX_SCALE = 2**10
 """Up to this scale a 32-bit uniform settles nearly every draw; above it 64-bit words are used."""
@@ -45,8 +46,8 @@ def _check_scale(scale: RationalLike) -> Fraction:
     t = positive_fraction(scale, "scale")
     if t > MAX_SCALE:
         raise InvalidParameter(
-            "scale above 2^36 is not supported for integer noise; use noise on a grid "
-            "(deniable.noise.grid) for such large scales"
+            "scale above 2^24 is not supported for integer noise; use deniable.mechanisms.laplace "
+            "(noise on a power-of-two grid) for such large scales"
         )
     return t
 

@@ -157,10 +157,10 @@ class LazyUniform:
 
 
 def log_upper(x: Fraction) -> Fraction:
-    """Return a rational upper bound of ``ln x`` for rational ``x > 0``, tight to ~2^-48.
+    """Return a rational upper bound of ``ln x`` for rational ``x > 0``.
 
-    ``math.log`` is accurate to an ulp; the margin added here covers that many times over, so
-    the result is safe to charge as a privacy loss.
+    ``math.log`` of each term is within an ulp; the subtraction may cancel, so the margin is
+    relative to the terms, not to the result: ``2^-48·(|ln a| + |ln b|)`` plus a tiny constant.
 
     Examples:
         >>> float(log_upper(Fraction(3))) >= math.log(3)
@@ -168,17 +168,28 @@ def log_upper(x: Fraction) -> Fraction:
     """
     if x <= 0:
         raise InvalidParameter("log_upper needs x > 0")
-    f = math.log(x.numerator) - math.log(x.denominator)
-    return Fraction(f) + Fraction(abs(f)) / 2**48 + Fraction(1, 2**60)
+    a, b = math.log(x.numerator), math.log(x.denominator)
+    return Fraction(a - b) + Fraction(abs(a) + abs(b) + abs(a - b)) / 2**48 + Fraction(1, 2**60)
+
+
+_EXP_MAX = 700
+
+
+def _exp_float(x: Fraction) -> tuple[Fraction, Fraction]:
+    """``e^x`` as a float and a relative error bound: rounding x moves e^x by |x|·2^-53."""
+    if x > _EXP_MAX:
+        raise InvalidParameter("exponent above 700 is not supported (the loss is vacuous)")
+    f = math.exp(float(x))
+    return Fraction(f), (1 + abs(x)) / 2**48
 
 
 def exp_upper(x: Fraction) -> Fraction:
-    """Return a rational upper bound of ``e^x`` (tight to ~2^-48 relative)."""
-    f = math.exp(float(x))
-    return Fraction(f) * (1 + Fraction(1, 2**48)) + Fraction(1, 2**1000)
+    """Return a rational upper bound of ``e^x`` (relative slack ``(1+|x|)·2^-48``)."""
+    f, rel = _exp_float(x)
+    return f * (1 + rel) + Fraction(1, 2**1070)
 
 
 def exp_lower(x: Fraction) -> Fraction:
-    """Return a rational lower bound of ``e^x`` (tight to ~2^-48 relative), never negative."""
-    f = math.exp(float(x))
-    return Fraction(f) * (1 - Fraction(1, 2**48))
+    """Return a rational lower bound of ``e^x`` (relative slack ``(1+|x|)·2^-48``), ≥ 0."""
+    f, rel = _exp_float(x)
+    return max(f * (1 - rel), Fraction(0))

@@ -13,6 +13,7 @@ the rounding costs nothing visible, coarse enough for the samplers' fast path.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -58,10 +59,13 @@ def snap(values: npt.ArrayLike, exponent: int) -> list[int] | npt.NDArray[np.int
     x = np.asarray(values, dtype=np.float64)
     if not np.isfinite(x).all():
         raise InvalidParameter("values to be noised must be finite (clamp them first)")
-    units = np.rint(np.ldexp(x, -exponent))
-    if units.size == 0 or float(np.max(np.abs(units))) < 2.0**52:
-        return units.astype(np.int64)
-    return [int(u) for u in units.ravel()]
+    biggest = float(np.max(np.abs(x))) if x.size else 0.0
+    if biggest < math.ldexp(1.0, 52 + exponent):
+        return np.rint(np.ldexp(x, -exponent)).astype(np.int64)
+    # Exact for every finite double, however large in grid units (round() of a Fraction
+    # rounds half to even, like np.rint).
+    step = Fraction(2) ** exponent
+    return [round(Fraction(v) / step) for v in x.ravel().tolist()]
 
 
 def unsnap(units: npt.ArrayLike | list[int], exponent: int) -> F64:

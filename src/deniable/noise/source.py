@@ -10,6 +10,7 @@ explicitly: no release can fall back to it by accident.
 from __future__ import annotations
 
 import os
+import threading
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -49,28 +50,36 @@ class SecureRandom:
     def __init__(self, *, chunk_bytes: int = 1 << 16) -> None:
         self._chunk = chunk_bytes
         self._buf = b""
+        # One lock per source: concurrent releases (a server's threads) must never be handed
+        # the same bytes twice.
+        self._lock = threading.Lock()
 
     def words(self, n: int) -> U64:
-        """Return ``n`` uniform 64-bit words from ``os.urandom``."""
+        """Return ``n`` uniform 64-bit words from ``os.urandom`` (thread-safe)."""
         need = 8 * n
-        if need > len(self._buf):
-            if need >= self._chunk:
-                # Large requests go straight to the OS; the leftover buffer is kept.
-                return np.frombuffer(os.urandom(need), dtype=np.uint64).copy()
-            self._buf += os.urandom(self._chunk)
-        out, self._buf = self._buf[:need], self._buf[need:]
+        if need >= self._chunk:
+            # Large requests go straight to the OS and never touch the shared buffer.
+            return np.frombuffer(os.urandom(need), dtype=np.uint64).copy()
+        with self._lock:
+            if need > len(self._buf):
+                self._buf += os.urandom(self._chunk)
+            out, self._buf = self._buf[:need], self._buf[need:]
         return np.frombuffer(out, dtype=np.uint64).copy()
 
 
 _DEFAULT: SecureRandom | None = None
 
 
+_DEFAULT_LOCK = threading.Lock()
+
+
 def default_source() -> SecureRandom:
     """Return the process's shared secure source (created on first use, never seeded)."""
     global _DEFAULT
-    if _DEFAULT is None:
-        _DEFAULT = SecureRandom()
-    return _DEFAULT
+    with _DEFAULT_LOCK:
+        if _DEFAULT is None:
+            _DEFAULT = SecureRandom()
+        return _DEFAULT
 
 
 def resolve(source: RandomSource | None) -> RandomSource:

@@ -42,8 +42,8 @@ def uniform_int(high: int, size: int, *, source: RandomSource | None = None) -> 
         >>> int(uniform_int(6, 1000, source=SeededRandom(1)).max()) <= 5
         True
     """
-    if not isinstance(high, int) or isinstance(high, bool) or not 1 <= high <= 2**63:
-        raise InvalidParameter("uniform_int needs an integer high in [1, 2^63]")
+    if not isinstance(high, int) or isinstance(high, bool) or not 1 <= high < 2**63:
+        raise InvalidParameter("uniform_int needs an integer high in [1, 2^63 - 1]")
     return uniform_below(np.full(size, high, dtype=np.int64), source=source)
 
 
