@@ -4,6 +4,8 @@
   Bernoulli(β) sample drawn with a keyed hash), :class:`SampledTable` (charges queries on the
   sample their amplified loss), :class:`BernoulliFilter` (the predicate, to fuse the sampling
   into another statement).
+* :mod:`~deniable.sampling.positional` — :func:`bernoulli_sample`, one CSPRNG bit per row
+  joined by position: the fastest materialised row-level sample (used by ``anonymize``).
 * :mod:`~deniable.sampling.fresh` — a fresh sample per release, and the composition that
   holds then.
 """
@@ -17,12 +19,14 @@ from deniable.sampling.bernoulli import (
     sample_table,
 )
 from deniable.sampling.fresh import FreshSampleReleases, fresh_total, shared_total
+from deniable.sampling.positional import bernoulli_sample
 
 __all__ = [
     "ROWID_IDENTITY",
     "BernoulliFilter",
     "FreshSampleReleases",
     "SampledTable",
+    "bernoulli_sample",
     "fresh_total",
     "identity_sql",
     "quote_identifier",

@@ -1,0 +1,24 @@
+"""The durable budget ledger (DESIGN.md §7): charges committed before any answer leaves.
+
+See :mod:`deniable.ledger.sqlite` for the guarantees and the answer cache's crash window.
+"""
+
+from deniable.ledger.sqlite import (
+    SCHEMA_VERSION,
+    CapConflict,
+    Charge,
+    ChargeStatus,
+    CuratorEvent,
+    Ledger,
+    UnknownDataset,
+)
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "CapConflict",
+    "Charge",
+    "ChargeStatus",
+    "CuratorEvent",
+    "Ledger",
+    "UnknownDataset",
+]

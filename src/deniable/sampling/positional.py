@@ -1,0 +1,77 @@
+"""Bernoulli sampling of a DuckDB table from CSPRNG bits joined by position (the fastest way).
+
+Each row is kept independently with probability exactly ``β`` (the rational value of the
+float given), using :func:`deniable.noise.bernoulli` on the OS CSPRNG: the keep/drop bits are
+drawn in Python in fixed-size batches and joined to the table by position inside DuckDB
+(``POSITIONAL JOIN``), so the rows never travel into Python. The order in which DuckDB scans
+the rows does not matter: the bits are i.i.d. and drawn independently of the data, so any
+assignment of bits to rows gives every row an independent Bernoulli(β) fate.
+
+Compared with :mod:`deniable.sampling.bernoulli` (a keyed hash of each row's identity, which
+can sample whole privacy units and be fused into another statement), this draws one exact
+Bernoulli(β) bit per row: about 10x faster on 10^7 rows, for a materialised one-off sample.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from deniable.errors import InternalError
+from deniable.noise.bernoulli import bernoulli
+from deniable.noise.source import RandomSource
+
+_BATCH = 1 << 22  # rows per batch of CSPRNG bits (32 MiB of words)
+
+
+def one_row(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[Any, ...]:
+    """Run a query that returns exactly one row and return it (the result is consumed)."""
+    rows = con.execute(sql).fetchall()
+    if len(rows) != 1:
+        raise InternalError(f"expected one row, got {len(rows)}")
+    return tuple(rows[0])
+
+
+def fresh_name(prefix: str) -> str:
+    """A unique temporary table name."""
+    return f"__deniable_{prefix}_{uuid.uuid4().hex[:12]}"
+
+
+def bernoulli_sample(
+    con: duckdb.DuckDBPyConnection,
+    relation: str,
+    columns: str,
+    beta: float,
+    *,
+    source: RandomSource | None = None,
+) -> str:
+    """Create a TEMP table holding a Bernoulli(β) sample of ``relation``; return its name.
+
+    Args:
+        con: the DuckDB connection that can read ``relation``.
+        relation: a quoted table/view name (or parenthesised subquery).
+        columns: the SELECT list of the columns to keep (e.g. quoted names).
+        beta: the exact sampling rate.
+        source: randomness (default: the OS CSPRNG).
+
+    The sample is not a release: it must stay inside the trusted boundary and be used for
+    one release only (LQS §2.6).
+    """
+    n = int(one_row(con, f"SELECT COUNT(*) FROM {relation}")[0])
+    parts = [bernoulli(beta, min(_BATCH, n - i), source=source) for i in range(0, n, _BATCH)]
+    keep = np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
+    mask_name = fresh_name("mask")
+    out = fresh_name("sample")
+    con.register(mask_name, pa.table({"__keep": pa.array(keep)}))
+    try:
+        con.execute(
+            f"CREATE TEMP TABLE {out} AS SELECT {columns} FROM {relation} "
+            f"POSITIONAL JOIN {mask_name} WHERE {mask_name}.__keep"
+        )
+    finally:
+        con.unregister(mask_name)
+    return out
