@@ -22,7 +22,6 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 import pytest
-from scipy import stats
 from _mechanisms_support import (
     ALPHA,
     chi2_binned,
@@ -33,6 +32,7 @@ from _mechanisms_support import (
     laplace_cdf,
     laplace_edges,
 )
+from scipy import stats
 
 from deniable.mechanisms import (
     Release,
@@ -47,6 +47,7 @@ from deniable.mechanisms import (
 from deniable.mechanisms.exponential import exponential_probabilities, random_permutation
 from deniable.mechanisms.randomized_response import k_rr_keep_probability
 from deniable.noise import uniform_int
+from deniable.noise.exact import to_fraction
 
 pytestmark = pytest.mark.stats
 
@@ -129,7 +130,7 @@ def test_laplace_grid_noise_is_discrete_laplace(
     r = laplace(x, sensitivity=sensitivity, epsilon=epsilon)
     assert r.noise is not None and r.granularity is not None
     units_d = int(Fraction(sensitivity) / Fraction(r.granularity)) + 1
-    assert r.noise.parameter == Fraction(units_d) / Fraction(epsilon)
+    assert r.noise.parameter == Fraction(units_d) / to_fraction(epsilon, "epsilon")
     t = float(r.noise.parameter)
     gof = chi2_binned(_grid_units(r, x), laplace_edges(t, N), laplace_cdf, cdf_args=(t,))
     assert not gof.rejected, str(gof)
@@ -174,7 +175,7 @@ def test_discrete_gaussian_noise(sensitivity: int, rho: Fraction) -> None:
     x = _inputs(N)
     r = discrete_gaussian(x, sensitivity=sensitivity, rho=rho)
     assert r.noise is not None
-    assert r.noise.parameter == Fraction(sensitivity**2) / (2 * Fraction(rho))
+    assert r.noise.parameter == Fraction(sensitivity**2) / (2 * to_fraction(rho, "rho"))
     s2 = float(r.noise.parameter)
     gof = chi2_binned(np.asarray(r.value) - x, gaussian_edges(s2, N), gaussian_cdf, cdf_args=(s2,))
     assert not gof.rejected, str(gof)
@@ -199,7 +200,7 @@ def test_gaussian_grid_noise(value: float, sensitivity: float, rho: float) -> No
     r = gaussian(x, sensitivity=sensitivity, rho=rho)
     assert r.noise is not None and r.granularity is not None
     units_d = int(Fraction(sensitivity) / Fraction(r.granularity)) + 1
-    assert r.noise.parameter == Fraction(units_d**2) / (2 * Fraction(rho))
+    assert r.noise.parameter == Fraction(units_d**2) / (2 * to_fraction(rho, "rho"))
     s2 = float(r.noise.parameter)
     gof = chi2_binned(_grid_units(r, x), gaussian_edges(s2, N), gaussian_cdf, cdf_args=(s2,))
     assert not gof.rejected, str(gof)

@@ -2,6 +2,10 @@
 
 Irrational results are checked against the standard library's ``decimal`` at 60 digits: each
 must be at or above the true value (safe) and within 2^-50 relative of it (tight).
+
+A float parameter means the shortest decimal that prints as it (``0.1`` is exactly 1/10, the
+reading of ``deniable.accounting.loss.exact``); the expected values below are computed from that
+reading with :func:`F`, independently of the library.
 """
 
 from __future__ import annotations
@@ -33,8 +37,13 @@ from deniable.errors import InvalidParameter
 CTX = decimal.Context(prec=60)
 
 
-def D(q: Fraction | int | float) -> decimal.Decimal:
-    q = Fraction(q)
+def F(x: Fraction | int | float) -> Fraction:
+    """The exact value a privacy parameter denotes: a float is the decimal it prints as."""
+    return Fraction(repr(x)) if isinstance(x, float) else Fraction(x)
+
+
+def D(x: Fraction | int | float) -> decimal.Decimal:
+    q = F(x)
     return CTX.divide(decimal.Decimal(q.numerator), decimal.Decimal(q.denominator))
 
 
@@ -55,13 +64,15 @@ def assert_safe_lower(value: Fraction, truth: decimal.Decimal) -> None:
 
 def test_compose_pure_is_exact_sum() -> None:
     out = compose([Epsilon(epsilon=0.1)] * 3)
-    assert out == Epsilon(epsilon=3 * Fraction(0.1))
+    assert out == Epsilon(epsilon=Fraction(3, 10))
+    assert out == Epsilon(epsilon=0.3)  # 0.1 and 0.3 are read as 1/10 and 3/10, exactly
+    assert out.epsilon != F(0.1 + 0.1 + 0.1)  # not the float sum 0.30000000000000004
     assert compose([Epsilon(epsilon=Fraction(1, 3))] * 3) == Epsilon(epsilon=1)
 
 
 def test_compose_approx_sums_both_components() -> None:
     out = compose([EpsilonDelta(epsilon=1, delta=1e-6), EpsilonDelta(epsilon=0.5, delta=2e-6)])
-    assert out == EpsilonDelta(epsilon=1.5, delta=Fraction(1e-6) + Fraction(2e-6))
+    assert out == EpsilonDelta(epsilon=1.5, delta=Fraction(3, 10**6))
 
 
 def test_compose_mixed_pure_and_approx() -> None:
@@ -81,7 +92,7 @@ def test_compose_refuses_rho_with_delta() -> None:
     assert "δ" in str(info.value)
     # ... but an (ε, 0) is pure, so it joins ρ unambiguously.
     assert compose([Rho(rho=0.1), EpsilonDelta(epsilon=1, delta=0)]) == Rho(
-        rho=Fraction(0.1) + Fraction(1, 2)
+        rho=Fraction(1, 10) + Fraction(1, 2)
     )
 
 
@@ -134,13 +145,15 @@ def test_pure_conversions_are_exact() -> None:
         (0.5, 1e-6),
         (Fraction(1, 3), Fraction(1, 10**9)),
         (2**-30, 1e-10),
-        (5e-324, 0.5),
+        (Fraction(1, 2**30), Fraction(1, 10**10)),
+        (5e-324, 0.5),  # read as 5/10^324, below every double
+        (Fraction(1, 2**1074), Fraction(1, 2)),  # the smallest double, exactly
         (50, 1e-300),
     ],
 )
 def test_zcdp_to_approx_is_rounded_up(rho: float, delta: float) -> None:
     out = zcdp_to_approx(Rho(rho=rho), delta=delta)
-    assert out.delta == Fraction(delta)
+    assert out.delta == F(delta)
     with decimal.localcontext(CTX):
         r = D(rho)
         truth = r + 2 * (r * CTX.ln(1 / D(delta))).sqrt()
@@ -209,7 +222,7 @@ def test_group_privacy_errors() -> None:
 def test_advanced_composition_formula_and_rounding() -> None:
     eps, k, slack = Fraction(1, 100), 10_000, Fraction(1, 10**6)
     out = advanced_composition(EpsilonDelta(epsilon=eps, delta=1e-9), k=k, delta_slack=slack)
-    assert out.delta == k * Fraction(1e-9) + slack
+    assert out.delta == k * Fraction(1, 10**9) + slack
     with decimal.localcontext(CTX):
         e = D(eps)
         truth = (2 * k * CTX.ln(1 / D(slack))).sqrt() * e + k * e * (CTX.exp(e) - 1)
@@ -241,22 +254,24 @@ def test_advanced_composition_errors() -> None:
         (1, 0.1),
         (Fraction(1, 3), Fraction(1, 7)),
         (2**-30, 0.5),
-        (5e-324, 0.5),
+        (Fraction(1, 2**30), Fraction(1, 2)),
+        (5e-324, 0.5),  # read as 5/10^324, below every double
+        (Fraction(1, 2**1074), Fraction(1, 2)),  # the smallest double, exactly
         (10, 1e-6),
         (50, 0.9),
     ],
 )
 def test_amplification_is_rounded_up(eps: float, beta: float) -> None:
     out = amplify_bernoulli(EpsilonDelta(epsilon=eps, delta=1e-6), beta)
-    assert out.delta == Fraction(beta) * Fraction(1e-6)
+    assert out.delta == F(beta) * Fraction(1, 10**6)
     with decimal.localcontext(CTX):
         e = D(eps)
         inner = D(beta) * (CTX.exp(e) - 1) if e > decimal.Decimal("1e-20") else D(beta) * e
         truth = (1 + inner).ln() if inner > decimal.Decimal("1e-20") else inner
-    if Fraction(eps) < Fraction(1, 2**1000):
+    if F(eps) < Fraction(1, 2**1000):
         # Below 2^-1000 the check is only "not above the original", which amplification
         # guarantees; the 60-digit oracle cannot resolve the value relative to itself.
-        assert out.epsilon <= Fraction(eps)
+        assert out.epsilon <= F(eps)
     else:
         assert_safe_upper(out.epsilon, truth)
 
@@ -286,9 +301,9 @@ def test_inverse_amplification_rounds_down_and_round_trips(target: float, beta: 
     with decimal.localcontext(CTX):
         truth = (1 + (CTX.exp(D(target)) - 1) / D(beta)).ln()
     assert_safe_lower(out.epsilon, truth)
-    assert out.epsilon >= Fraction(target)
+    assert out.epsilon >= F(target)
     # The charged (rounded-up) amplified loss of that ε never exceeds the target.
-    assert amplify_bernoulli(out, beta).epsilon <= Fraction(target)
+    assert amplify_bernoulli(out, beta).epsilon <= F(target)
 
 
 def test_inverse_amplification_edges() -> None:

@@ -3,8 +3,11 @@
 The model test drives the filter and an independent ``fractions.Fraction`` model with the
 same random charge sequences (1/3, 0.1, 2⁻³⁰, 5e-324, just under / exactly / just over what is
 left, in every cap kind) and requires that the filter accept exactly what the model accepts.
-Its negative control runs the same harness against a float-arithmetic filter and requires
-that the harness catch it.
+Caps and charges are given partly as Python floats; the model reads a float itself, as the
+shortest decimal that prints as it (``Fraction(repr(x))``: ``0.1`` is 1/10), which is the
+reading the library promises. Its negative controls run the same harness against a
+float-arithmetic filter, a filter that refuses landing exactly on the cap, and losses that read
+floats as their binary values, and require that the harness catch each.
 """
 
 from __future__ import annotations
@@ -20,8 +23,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import deniable.accounting.loss as loss_module
 from deniable.accounting import BudgetFilter, Epsilon, EpsilonDelta, PrivacyLoss, Rho
 from deniable.errors import BudgetExceeded, InvalidParameter
+
+Raw = Fraction | int | float  # a privacy parameter as a caller gives it
+
+
+def read(x: Raw) -> Fraction:
+    """The exact value a privacy parameter denotes: a float is the decimal it prints as."""
+    return Fraction(repr(x)) if isinstance(x, float) else Fraction(x)
+
 
 # ---------------------------------------------------------------- behaviour
 
@@ -52,18 +64,53 @@ def test_exactly_the_remainder_is_accepted_and_then_nothing_more() -> None:
         budget.charge(Epsilon(epsilon=5e-324))
 
 
-def test_float_sums_do_not_leak_budget() -> None:
-    # In floats 0.1 + 0.2 > 0.3; exactly, the three charges 0.1, 0.2 fill Fraction(0.1)+... .
-    cap = Epsilon(epsilon=Fraction(0.1) + Fraction(0.2))
-    budget = BudgetFilter(cap)
-    budget.charge(Epsilon(epsilon=0.1))
-    budget.charge(Epsilon(epsilon=0.2))
+def test_ten_charges_of_a_tenth_exactly_exhaust_a_cap_of_one() -> None:
+    # 0.1 is read as 1/10 exactly (not the double just above it), so ten fit a cap of 1 ...
+    budget = BudgetFilter(Epsilon(epsilon=1))
+    for _ in range(10):
+        budget.charge(Epsilon(epsilon=0.1))
+    assert budget.spent == Epsilon(epsilon=1)
     assert budget.remaining == Epsilon(epsilon=0)
-    # 0.3 as a float is below the exact sum 0.1 + 0.2, so a cap of 0.3 refuses the pair.
+    # ... and an eleventh is refused, changing nothing.
+    assert not budget.can_charge(Epsilon(epsilon=0.1))
+    with pytest.raises(BudgetExceeded) as info:
+        budget.charge(Epsilon(epsilon=0.1))
+    assert info.value.remaining == Epsilon(epsilon=0)
+    assert budget.spent == Epsilon(epsilon=1)
+    assert len(budget.history) == 10
+
+
+def test_float_sums_do_not_leak_budget() -> None:
+    # In floats ten 0.1s add up to 0.9999999999999999, leaving 1.1e-16 of a cap of 1; the exact
+    # sum is 1, so not even the smallest positive charge fits afterwards.
+    assert sum([0.1] * 10) < 1.0
+    budget = BudgetFilter(Epsilon(epsilon=1))
+    for _ in range(10):
+        budget.charge(Epsilon(epsilon=0.1))
+    for crumb in (1e-16, 5e-324):
+        assert not budget.can_charge(Epsilon(epsilon=crumb))
+        with pytest.raises(BudgetExceeded):
+            budget.charge(Epsilon(epsilon=crumb))
+    assert budget.spent == Epsilon(epsilon=1)
+    # In floats 0.1 + 0.2 = 0.30000000000000004 > 0.3; exactly, 1/10 + 2/10 fills a cap of 0.3
+    # and nothing more fits.
+    assert 0.1 + 0.2 > 0.3
     tight = BudgetFilter(Epsilon(epsilon=0.3))
     tight.charge(Epsilon(epsilon=0.1))
+    tight.charge(Epsilon(epsilon=0.2))
+    assert tight.remaining == Epsilon(epsilon=0)
     with pytest.raises(BudgetExceeded):
-        tight.charge(Epsilon(epsilon=0.2))
+        tight.charge(Epsilon(epsilon=5e-324))
+    # The same holds for δ and ρ.
+    approx = BudgetFilter(EpsilonDelta(epsilon=1, delta=3e-6))
+    for _ in range(3):
+        approx.charge(EpsilonDelta(epsilon=0.1, delta=1e-6))
+    assert approx.remaining == EpsilonDelta(epsilon=Fraction(7, 10), delta=0)
+    assert not approx.can_charge(EpsilonDelta(epsilon=0.1, delta=5e-324))
+    rho = BudgetFilter(Rho(rho=0.3))
+    rho.charge(Rho(rho=0.1))
+    rho.charge(Rho(rho=0.2))
+    assert rho.remaining == Rho(rho=0)
 
 
 def test_message_shows_enough_digits_to_see_the_excess() -> None:
@@ -154,10 +201,13 @@ def test_history_is_a_snapshot() -> None:
 
 # ---------------------------------------------------------------- the exact model
 
-TINY = Fraction(2) ** -1074  # 5e-324
-FIXED = (Fraction(1, 3), Fraction(0.1), Fraction(2) ** -30, TINY, Fraction(0))
-CAPS = tuple(Fraction(x) for x in (1, Fraction(1, 3), 0.1, 2**-30, 5e-324, 10, 3.7, 1e300))
-DELTA_CAPS = (Fraction(0), Fraction(1e-6), Fraction(1, 3), TINY, 1 - TINY)
+TINY = Fraction(2) ** -1074  # the smallest double, exactly (the float 5e-324 reads as 5/10^324)
+# Fixed awkward charges: exact values and floats (read as decimals by the model), so sums of
+# 0.1, 0.2, 0.3, 0.7 land exactly on decimal caps such as 1 and 0.3.
+FIXED: tuple[Raw, ...] = (Fraction(1, 3), 0.1, Fraction(2) ** -30, TINY, Fraction(0))
+FIXED_FLOATS: tuple[Raw, ...] = (0.1, 0.2, 0.3, 0.7, 2**-30, 5e-324, 1e-16)
+CAPS: tuple[Raw, ...] = (1, Fraction(1, 3), 0.1, 0.3, 2**-30, 5e-324, TINY, 10, 3.7, 1e300)
+DELTA_CAPS: tuple[Raw, ...] = (0, 1e-6, 3e-6, Fraction(1, 3), TINY, 5e-324, 1 - TINY)
 KINDS = (Epsilon, EpsilonDelta, Rho)
 
 
@@ -179,27 +229,35 @@ class Model:
 
     def amount(self, loss: PrivacyLoss) -> tuple[Fraction, ...] | None:
         """The charge in the cap's units, or None when the kinds are incompatible."""
+        return self.amount_of(type(loss), tuple(_values(loss)))
+
+    def amount_of(self, kind: type, values: tuple[Fraction, ...]) -> tuple[Fraction, ...] | None:
+        """The charge of a ``kind`` loss with exact components ``values``, in the cap's units."""
         pure = None
-        if isinstance(loss, Epsilon) or (isinstance(loss, EpsilonDelta) and loss.delta == 0):
-            pure = loss.epsilon
+        if kind is Epsilon or (kind is EpsilonDelta and values[1] == 0):
+            pure = values[0]
         if self.kind is Epsilon:
             return (pure,) if pure is not None else None
         if self.kind is EpsilonDelta:
-            if isinstance(loss, EpsilonDelta):
-                return (loss.epsilon, loss.delta)
+            if kind is EpsilonDelta:
+                return values
             return (pure, Fraction(0)) if pure is not None else None
-        if isinstance(loss, Rho):
-            return (loss.rho,)
+        if kind is Rho:
+            return values
         return (pure * pure / 2,) if pure is not None else None
 
     def left(self) -> list[Fraction]:
         return [c - s for c, s in zip(self.cap, self.spent, strict=True)]
 
 
-def component_value(rng: random.Random, left: Fraction, *, below_one: bool) -> Fraction:
-    """A charge component: a fixed awkward number, or one just around what is left."""
+def component_value(rng: random.Random, left: Fraction, *, below_one: bool) -> Raw:
+    """A charge component: a fixed awkward number, or one just around what is left.
+
+    Floats among them are read by the model as the decimals they print as.
+    """
     r = max(left, Fraction(0))
-    choice = rng.randrange(14)
+    choice = rng.randrange(16)
+    value: Raw
     if choice < len(FIXED):
         value = FIXED[choice]
     elif choice == 5:
@@ -213,50 +271,65 @@ def component_value(rng: random.Random, left: Fraction, *, below_one: bool) -> F
     elif choice == 9:
         value = r * (1 + Fraction(1, 2**52))
     elif choice == 10:
-        value = Fraction(float(r))  # the nearest double: either side
+        value = Fraction(float(r))  # the nearest double, exactly: either side
     elif choice == 11:
-        value = Fraction(math.nextafter(float(r), math.inf))
+        value = _float(r)  # the same double as a float: its decimal reading, either side
     elif choice == 12:
-        value = Fraction(math.nextafter(float(r), 0.0))
+        value = math.nextafter(_float(r), math.inf)
+    elif choice == 13:
+        value = math.nextafter(_float(r), 0.0)
+    elif choice == 14:
+        value = rng.choice(FIXED_FLOATS)
     else:
         value = r / rng.choice([2, 3, 7, 10**6])
-    if below_one and value >= 1:
+    if below_one and read(value) >= 1:
         value = Fraction(1) - TINY
     return value
 
 
-def random_charge(rng: random.Random, model: Model) -> PrivacyLoss:
+Charge = tuple[type, tuple[Raw, ...]]  # a loss kind and its components as given
+
+
+def build(charge: Charge) -> PrivacyLoss:
+    """The library's loss for ``charge``, built from the components as given (floats too)."""
+    kind, raw = charge
+    if kind is Epsilon:
+        return Epsilon(epsilon=raw[0])
+    if kind is Rho:
+        return Rho(rho=raw[0])
+    return EpsilonDelta(epsilon=raw[0], delta=raw[1])
+
+
+def random_charge(rng: random.Random, model: Model) -> Charge:
     left = model.left()
     kind = model.kind if rng.random() < 0.7 else rng.choice(KINDS)
     if model.kind is Rho and kind is Epsilon:
-        # "Exactly the remainder" in ε for a ρ cap is √(2·left): use doubles around it.
-        root = math.sqrt(2 * float(max(left[0], Fraction(0))))
+        # "Exactly the remainder" in ε for a ρ cap is √(2·left): use doubles around it, both
+        # exactly and as floats (read as decimals).
+        root = math.sqrt(2 * _float(max(left[0], Fraction(0))))
         eps = rng.choice(
             [
                 Fraction(root),
+                root,
                 Fraction(math.nextafter(root, math.inf)),
-                Fraction(math.nextafter(root, 0.0)),
+                math.nextafter(root, 0.0),
                 component_value(rng, left[0], below_one=False),
             ]
         )
-        return Epsilon(epsilon=eps)
+        return (Epsilon, (eps,))
     first = component_value(rng, left[0], below_one=False)
-    if kind is Epsilon:
-        return Epsilon(epsilon=first)
-    if kind is Rho:
-        return Rho(rho=first)
+    if kind is not EpsilonDelta:
+        return (kind, (first,))
     delta_left = left[1] if model.kind is EpsilonDelta else Fraction(0)
     delta = component_value(rng, delta_left, below_one=True) if rng.random() < 0.8 else 0
-    return EpsilonDelta(epsilon=first, delta=delta)
+    return (EpsilonDelta, (first, delta))
 
 
-def random_cap(rng: random.Random) -> PrivacyLoss:
+def random_cap(rng: random.Random) -> Charge:
     kind = rng.choice(KINDS)
-    if kind is Epsilon:
-        return Epsilon(epsilon=rng.choice(CAPS))
-    if kind is Rho:
-        return Rho(rho=rng.choice(CAPS))
-    return EpsilonDelta(epsilon=rng.choice(CAPS), delta=rng.choice(DELTA_CAPS))
+    if kind is EpsilonDelta:
+        return (EpsilonDelta, (rng.choice(CAPS), rng.choice(DELTA_CAPS)))
+    return (kind, (rng.choice(CAPS),))
 
 
 def run_model_check(
@@ -267,13 +340,20 @@ def run_model_check(
     mismatches: list[str] = []
     charges = 0
     for s in range(sequences):
-        cap = random_cap(rng)
-        model = Model(type(cap), tuple(_values(cap)))
+        cap_kind, cap_raw = random_cap(rng)
+        model = Model(cap_kind, tuple(read(v) for v in cap_raw))
+        cap = build((cap_kind, cap_raw))
+        if _values(cap) != list(model.cap):
+            mismatches.append(f"seq {s}: the cap {cap_raw!r} is not read as the model reads it")
         subject = make(cap)  # type: ignore[call-arg]
         for _ in range(rng.randint(1, 6)):
-            loss = random_charge(rng, model)
+            kind, raw = random_charge(rng, model)
+            loss = build((kind, raw))
             charges += 1
-            amount = model.amount(loss)
+            exact_values = tuple(read(v) for v in raw)
+            if tuple(_values(loss)) != exact_values:
+                mismatches.append(f"seq {s}: {raw!r} is not read as the model reads it")
+            amount = model.amount_of(kind, exact_values)
             if amount is None:
                 try:
                     subject.charge(loss)
@@ -363,6 +443,32 @@ class StrictBudgetFilter(BudgetFilter):
 def test_negative_controls_are_caught(broken: type[FilterLike]) -> None:
     _, mismatches = run_model_check(broken, sequences=10_000, seed=20240611, stop_at_first=True)
     assert mismatches, f"the model check failed to catch {broken.__name__}"
+
+
+READ_AS_DECIMAL = loss_module.exact
+
+
+def _binary_reading(value: loss_module.Number, name: str) -> Fraction:
+    """The old reading of a float: the dyadic rational it stores (0.1 is just above 1/10)."""
+    if isinstance(value, float) and math.isfinite(value) and value >= 0:
+        return Fraction(value)
+    return READ_AS_DECIMAL(value, name)
+
+
+def test_negative_control_binary_reading_of_floats_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Losses that read floats as their binary values: ten charges of 0.1 overrun a cap of 1,
+    # and the harness, whose model reads 0.1 as 1/10, must notice.
+    monkeypatch.setattr(loss_module, "exact", _binary_reading)
+    budget = BudgetFilter(Epsilon(epsilon=1))
+    for _ in range(9):
+        budget.charge(Epsilon(epsilon=0.1))
+    assert not budget.can_charge(Epsilon(epsilon=0.1))  # the broken reading shows here
+    _, mismatches = run_model_check(
+        BudgetFilter, sequences=10_000, seed=20240611, stop_at_first=True
+    )
+    assert mismatches, "the model check failed to catch the binary reading of floats"
 
 
 @settings(max_examples=200, deadline=None, derandomize=True, database=None)

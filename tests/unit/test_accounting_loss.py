@@ -42,7 +42,9 @@ def test_delta_must_be_below_one(delta: float) -> None:
 
 
 def test_delta_just_below_one_and_zero_are_fine() -> None:
-    assert EpsilonDelta(epsilon=0, delta=1 - 2**-53).delta == 1 - Fraction(2**-53)
+    # The float 1 - 2**-53 prints as 0.9999999999999999, the decimal it is read as; still < 1.
+    assert EpsilonDelta(epsilon=0, delta=1 - 2**-53).delta == Fraction(9999999999999999, 10**16)
+    assert EpsilonDelta(epsilon=0, delta=1 - Fraction(1, 2**53)).delta == 1 - Fraction(1, 2**53)
     assert EpsilonDelta(epsilon=0, delta=0).delta == 0
 
 
@@ -56,17 +58,24 @@ def test_constructors_are_keyword_only() -> None:
 
 
 def test_values_are_exact_rationals() -> None:
+    # A float is read as the shortest decimal that prints as it: 0.1 is exactly 1/10.
     a, b = Epsilon(epsilon=0.1), Epsilon(epsilon=0.2)
-    assert (a + b).epsilon == Fraction(0.1) + Fraction(0.2)  # no float rounding
-    assert (a + b).epsilon != Fraction(0.3)
+    assert a.epsilon == Fraction(1, 10) and b.epsilon == Fraction(2, 10)
+    assert (a + b).epsilon == Fraction(3, 10)  # no float rounding ...
+    assert (a + b) == Epsilon(epsilon=0.3)
+    assert (a + b).epsilon != Fraction(repr(0.1 + 0.2))  # ... unlike 0.30000000000000004
     assert Epsilon(epsilon=Fraction(1, 3)).epsilon == Fraction(1, 3)
-    assert Epsilon(epsilon=5e-324).epsilon == Fraction(1, 2**1074)
+    assert Epsilon(epsilon=5e-324).epsilon == Fraction(5, 10**324)
+    assert Epsilon(epsilon=Fraction(1, 2**1074)).epsilon == Fraction(1, 2**1074)
+    assert Epsilon(epsilon=1e300).epsilon == 10**300
+    assert Epsilon(epsilon=2**-30).epsilon == Fraction(repr(2**-30))  # 9.313225746154785e-10
     assert Rho(rho=10**400).rho == 10**400
 
 
 def test_numpy_numbers_are_accepted_exactly() -> None:
     assert Epsilon(epsilon=np.int64(3)).epsilon == 3  # type: ignore[arg-type]
-    assert Epsilon(epsilon=np.float64(0.1)).epsilon == Fraction(0.1)
+    assert Epsilon(epsilon=np.float64(0.1)).epsilon == Fraction(1, 10)  # read like 0.1
+    assert EpsilonDelta(epsilon=1, delta=np.float64(1e-6)).delta == Fraction(1, 10**6)
     with pytest.raises(InvalidParameter):
         Epsilon(epsilon=np.bool_(True))  # type: ignore[arg-type]
     with pytest.raises(InvalidParameter):

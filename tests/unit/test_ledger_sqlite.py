@@ -95,19 +95,23 @@ def test_awkward_fractions_add_up_exactly(ledger: Ledger) -> None:
         charge(ledger, Epsilon(epsilon=F(1, 10**30)))
 
 
-def test_float_epsilons_are_their_exact_binary_values_not_decimals(ledger: Ledger) -> None:
-    # 0.1 as a float is the dyadic rational just above 1/10: ten of them exceed a cap of 1.
-    # The ledger never rounds, so only nine fit; Fraction(1, 10) would fit ten times.
-    ledger.register("d", Epsilon(epsilon=1))
-    ok = 0
-    for i in range(10):
-        try:
+def test_float_epsilons_are_read_as_the_decimals_they_print_as(path: Path) -> None:
+    # 0.1 is read as exactly 1/10 (not the double just above it), and the ledger never rounds:
+    # ten charges of 0.1 exactly exhaust a cap of 1, even though the float sum of ten 0.1s is
+    # 0.9999999999999999, and an eleventh is refused.
+    with Ledger(path) as ledger:
+        ledger.register("d", Epsilon(epsilon=1))
+        for i in range(10):
             charge(ledger, Epsilon(epsilon=0.1), key=f"k{i}")
-            ok += 1
-        except BudgetExceeded:
-            pass
-    assert ok == 9
-    assert ledger.spent("d").epsilon == 9 * F(0.1)  # type: ignore[union-attr]
+        assert ledger.spent("d").epsilon == 1  # type: ignore[union-attr]
+        assert ledger.remaining("d") == Epsilon(epsilon=0)
+        with pytest.raises(BudgetExceeded):
+            charge(ledger, Epsilon(epsilon=0.1), key="k10")
+    # The exact total survives storage: after reopening not even the smallest float fits.
+    with Ledger(path) as ledger:
+        assert ledger.spent("d").epsilon == 10 * F(1, 10)  # type: ignore[union-attr]
+        with pytest.raises(BudgetExceeded):
+            charge(ledger, Epsilon(epsilon=5e-324), key="k11")
 
 
 def test_rho_budgets(ledger: Ledger) -> None:

@@ -164,12 +164,20 @@ def test_error_messages_do_not_contain_the_values() -> None:
 # ----------------------------------------------------------------------------- losses
 
 
+def read(x: Any) -> Fraction:
+    """The exact value a privacy parameter denotes: a float is the decimal it prints as."""
+    return Fraction(repr(x)) if isinstance(x, float) else Fraction(x)
+
+
 @pytest.mark.parametrize("epsilon", [Fraction(1, 3), 0.1, 2, 1e-6])
 def test_geometric_and_laplace_report_exactly_epsilon(epsilon: Any) -> None:
-    eps = Fraction(epsilon)
+    # A float ε is read as the decimal it prints as (0.1 is 1/10); the noise is calibrated to
+    # that value and exactly that value is reported.
+    eps = read(epsilon)
     g = geometric([3], sensitivity=4, epsilon=epsilon, source=SeededRandom(1))
     assert g.loss == Epsilon(epsilon=eps)
     assert g.noise is not None
+    assert g.noise.parameter == Fraction(4) / eps  # e.g. ε = 0.1: scale exactly 40
     assert laplace_loss(4, g.noise.parameter) == Epsilon(epsilon=eps)  # t = Δ/ε exactly
     assert g.scale == float(Fraction(4) / eps)
 
@@ -189,7 +197,7 @@ def test_geometric_and_laplace_report_exactly_epsilon(epsilon: Any) -> None:
 def test_gaussians_report_rho_equal_to_delta_squared_over_two_sigma_squared(
     rho: Any, sensitivity: int
 ) -> None:
-    r = Fraction(rho)
+    r = read(rho)
     d = discrete_gaussian([0], sensitivity=sensitivity, rho=rho, source=SeededRandom(3))
     assert d.loss == Rho(rho=r)
     assert d.noise is not None
@@ -235,12 +243,14 @@ def test_randomized_response_losses_are_safe_upper_bounds() -> None:
 def test_k_randomized_response_keep_probability_is_within_epsilon(k: int, epsilon: float) -> None:
     # The loss is ln(p(k−1)/(1−p)); it must not exceed the ε reported.
     r = k_randomized_response([0], k=k, epsilon=epsilon, source=SeededRandom(8))
-    assert r.loss == Epsilon(epsilon=Fraction(epsilon))
+    eps = read(epsilon)  # 0.1 is exactly 1/10: the keep probability is calibrated to it
+    assert r.loss == Epsilon(epsilon=eps)
     p = k_rr_keep_probability(k, epsilon)
+    assert p == k_rr_keep_probability(k, eps)
     ratio = p * (k - 1) / (1 - p)
     with mpmath.workdps(50):
         assert mpmath.mpf(ratio.numerator) / ratio.denominator <= mpmath.exp(
-            mpmath.mpf(Fraction(epsilon).numerator) / Fraction(epsilon).denominator
+            mpmath.mpf(eps.numerator) / eps.denominator
         )
     assert float(ratio) == pytest.approx(math.exp(epsilon), rel=1e-12)
 

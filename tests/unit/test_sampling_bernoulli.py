@@ -38,12 +38,17 @@ def _count(con: duckdb.DuckDBPyConnection, sql_name: str) -> int:
 
 
 def test_threshold_is_floor_of_rate_times_2_256() -> None:
-    for rate in (Fraction(1, 3), Fraction(1, 10), 0.1, Fraction(999, 1000)):
+    for rate in (Fraction(1, 3), Fraction(1, 10), 0.1, Fraction(999, 1000), 2**-30, 0.999):
         flt = BernoulliFilter(rate=rate, source=SeededRandom(0))
-        r = Fraction(rate)
+        # A float rate is read as the decimal it prints as (0.1 is 1/10), like every parameter.
+        r = Fraction(repr(rate)) if isinstance(rate, float) else Fraction(rate)
+        assert flt.rate == r
         assert flt.effective_rate <= r < flt.effective_rate + Fraction(1, 2**256)
         assert flt.effective_rate == Fraction((r.numerator << 256) // r.denominator, 2**256)
     assert BernoulliFilter(rate=Fraction(1, 4)).effective_rate == Fraction(1, 4)
+    # 0.1 and 1/10 give the same threshold, and so the same sample for the same key.
+    tenth = BernoulliFilter(rate=0.1, source=SeededRandom(0)).effective_rate
+    assert tenth == BernoulliFilter(rate=Fraction(1, 10), source=SeededRandom(0)).effective_rate
     full = BernoulliFilter(rate=1)
     assert full.effective_rate == 1 and full.predicate(ROWID_IDENTITY) == ("TRUE", {})
 

@@ -2,8 +2,9 @@
 
 They are immutable, keyword-only, validated on construction (negative, NaN and infinite values,
 booleans, strings and ``δ ≥ 1`` are refused with :class:`~deniable.errors.InvalidParameter`)
-and hold exact rationals: a float argument is converted to the dyadic rational it denotes, so
-adding and comparing losses never rounds. ``(ε, δ)`` pairs are ordered component-wise:
+and hold exact rationals: a float argument is read as the decimal it prints as (``0.1`` is
+1/10, as the user typed it; mechanisms are calibrated with the same reading), so adding and
+comparing losses never rounds. ``(ε, δ)`` pairs are ordered component-wise:
 ``a <= b`` means ``a.epsilon <= b.epsilon and a.delta <= b.delta``.
 
 ``+`` only adds losses of the same kind; :func:`deniable.accounting.composition.compose`
@@ -44,7 +45,11 @@ def show(value: Fraction, digits: int = 6) -> str:
 
 
 def exact(value: Number, name: str) -> Fraction:
-    """Convert ``value`` exactly to a non-negative finite Fraction, or raise InvalidParameter.
+    """Convert ``value`` to a non-negative finite Fraction, or raise InvalidParameter.
+
+    A float is read as the decimal it prints as (``0.1`` is exactly 1/10), the same reading as
+    :func:`deniable.noise.exact.to_fraction`, so mechanisms are calibrated to exactly the loss
+    that is charged, and ten charges of ``0.1`` fit a cap of ``1``.
 
     Examples:
         >>> exact(0.25, "epsilon")
@@ -58,7 +63,7 @@ def exact(value: Number, name: str) -> Fraction:
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise InvalidParameter(f"{name} must be finite, got {value!r}")
-        f = Fraction(value)
+        f = Fraction(repr(float(value)))  # np.float64's repr is not a decimal literal
     elif isinstance(value, numbers.Integral):  # int, and numpy integers
         f = Fraction(int(value))
     else:

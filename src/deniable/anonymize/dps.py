@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -317,7 +318,11 @@ class DPSGuarantee:
 
     def loss(self) -> EpsilonDelta:
         """Return the guarantee as an :class:`EpsilonDelta` (refused if δ ≥ 1: vacuous)."""
-        return EpsilonDelta(epsilon=self.epsilon, delta=self.delta)
+        # ε: the larger of the decimal and binary readings (it may be computed); δ is a computed
+        # bound, rounded up past its float error.
+        eps = max(Fraction(repr(float(self.epsilon))), Fraction(self.epsilon))
+        delta = Fraction(self.delta) * (1 + Fraction(1, 2**50))
+        return EpsilonDelta(epsilon=eps, delta=delta)
 
     def describe(self) -> str:
         """One line a person can read.

@@ -20,7 +20,7 @@ from deniable.accounting.loss import Epsilon
 from deniable.errors import InvalidParameter
 from deniable.mechanisms.release import Release
 from deniable.noise.bernoulli import bernoulli_exp_neg
-from deniable.noise.exact import RationalLike, positive_fraction, to_fraction
+from deniable.noise.exact import RationalLike, positive_fraction, sensitivity_fraction, to_fraction
 from deniable.noise.source import RandomSource, resolve
 from deniable.noise.uniform import U64_MAX, uniform_below
 
@@ -63,7 +63,7 @@ def exponential(
         >>> int(exponential([0, 0, 100], sensitivity=1, epsilon=5, source=SeededRandom(0)).value)
         2
     """
-    d = positive_fraction(sensitivity, "sensitivity")
+    d = sensitivity_fraction(sensitivity)
     eps = positive_fraction(epsilon, "epsilon")
     arr = np.asarray(scores)
     if arr.ndim != 1 or arr.size == 0:
@@ -93,7 +93,7 @@ def exponential_probabilities(
     for up to 12 candidates.
     """
     arr = [Fraction(float(s)) for s in np.asarray(scores, dtype=np.float64)]
-    d = positive_fraction(sensitivity, "sensitivity")
+    d = sensitivity_fraction(sensitivity)
     eps = positive_fraction(epsilon, "epsilon")
     n = len(arr)
     if n > 12:

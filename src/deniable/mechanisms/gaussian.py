@@ -13,7 +13,7 @@ from deniable.errors import InvalidParameter
 from deniable.mechanisms._values import add_units, as_integers
 from deniable.mechanisms.release import NoiseLaw, Release
 from deniable.noise.discrete_gaussian import discrete_gaussian as _dg
-from deniable.noise.exact import RationalLike, positive_fraction
+from deniable.noise.exact import RationalLike, positive_fraction, sensitivity_fraction
 from deniable.noise.grid import grid_exponent, grid_sensitivity, snap, unsnap
 from deniable.noise.source import RandomSource
 
@@ -29,7 +29,7 @@ def gaussian_loss(sensitivity: RationalLike, sigma2: RationalLike) -> Rho:
         >>> gaussian_loss(1, 2)
         Rho(rho=0.25)
     """
-    d = positive_fraction(sensitivity, "sensitivity")
+    d = sensitivity_fraction(sensitivity)
     return Rho(rho=d * d / (2 * positive_fraction(sigma2, "sigma2")))
 
 
@@ -47,7 +47,7 @@ def discrete_gaussian(
         >>> discrete_gaussian([3], sensitivity=1, rho=0.5, source=SeededRandom(2)).loss
         Rho(rho=0.5)
     """
-    d = positive_fraction(sensitivity, "sensitivity")
+    d = sensitivity_fraction(sensitivity)
     r = positive_fraction(rho, "rho")
     x = as_integers(values)
     s2 = d * d / (2 * r)
@@ -74,7 +74,7 @@ def gaussian(
     The grid is chosen from the public ``σ = Δ₂/√(2ρ)``; the sensitivity in grid units is
     ``floor(Δ₂/g) + 1`` (rounding), and ``σ²`` in grid units is set so the loss is exactly ρ.
     """
-    d = positive_fraction(sensitivity, "sensitivity")
+    d = sensitivity_fraction(sensitivity)
     r = positive_fraction(rho, "rho")
     x = np.asarray(values, dtype=np.float64)
     if not np.isfinite(x).all():

@@ -17,7 +17,7 @@ from deniable.errors import InvalidParameter
 from deniable.mechanisms._values import add_units, as_integers
 from deniable.mechanisms.release import NoiseLaw, Release
 from deniable.noise.discrete_laplace import discrete_laplace
-from deniable.noise.exact import RationalLike, positive_fraction
+from deniable.noise.exact import RationalLike, positive_fraction, sensitivity_fraction
 from deniable.noise.grid import grid_exponent, grid_sensitivity, snap, unsnap
 from deniable.noise.source import RandomSource
 
@@ -29,9 +29,7 @@ def laplace_loss(sensitivity: RationalLike, scale: RationalLike) -> Epsilon:
         >>> laplace_loss(2, 4)
         Epsilon(epsilon=0.5)
     """
-    return Epsilon(
-        epsilon=positive_fraction(sensitivity, "sensitivity") / positive_fraction(scale, "scale")
-    )
+    return Epsilon(epsilon=sensitivity_fraction(sensitivity) / positive_fraction(scale, "scale"))
 
 
 def geometric(
@@ -91,7 +89,7 @@ def laplace(
         >>> float(r.value[0] / r.granularity).is_integer()
         True
     """
-    d = positive_fraction(sensitivity, "sensitivity")
+    d = sensitivity_fraction(sensitivity)
     eps = positive_fraction(epsilon, "epsilon")
     x = np.asarray(values, dtype=np.float64)
     if not np.isfinite(x).all():

@@ -28,13 +28,15 @@ Bounds = Callable[[int], tuple[int, int]]
 
 
 def to_fraction(value: RationalLike, name: str) -> Fraction:
-    """Convert an int, float or Fraction exactly to a Fraction, refusing NaN and ±inf.
+    """Convert an int, float or Fraction to a Fraction, refusing NaN, ±inf and non-numbers.
 
-    Floats are dyadic rationals, so the conversion loses nothing.
+    A float is read as the shortest decimal that prints as it (``0.1`` → 1/10): what the user
+    typed. Every privacy parameter goes through this one reading (``accounting.loss`` too), so
+    the noise is calibrated to exactly the loss that is charged.
 
     Examples:
-        >>> to_fraction(0.5, "p")
-        Fraction(1, 2)
+        >>> to_fraction(0.1, "epsilon")
+        Fraction(1, 10)
     """
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
         raise InvalidParameter(f"{name} must be an int, float or Fraction")
@@ -45,7 +47,23 @@ def to_fraction(value: RationalLike, name: str) -> Fraction:
     f = float(value)  # numpy floats convert exactly
     if not math.isfinite(f):
         raise InvalidParameter(f"{name} must be finite, got {f!r}")
-    return Fraction(f)
+    return Fraction(repr(f))
+
+
+def sensitivity_fraction(value: RationalLike, name: str = "sensitivity") -> Fraction:
+    """Read a sensitivity (or clamp width) upwards: the larger of the decimal and binary readings.
+
+    Data clamped to the double ``0.1`` can move by the double's exact value, a hair above 1/10;
+    a sensitivity must cover that, so it never takes the smaller reading.
+
+    Examples:
+        >>> sensitivity_fraction(0.1) > Fraction(1, 10)
+        True
+    """
+    f = positive_fraction(value, name)
+    if isinstance(value, float | np.floating):
+        f = max(f, Fraction(float(value)))
+    return f
 
 
 def positive_fraction(value: RationalLike, name: str) -> Fraction:

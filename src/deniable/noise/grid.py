@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from deniable.errors import InvalidParameter
-from deniable.noise.exact import RationalLike, positive_fraction
+from deniable.noise.exact import RationalLike, positive_fraction, sensitivity_fraction
 
 GRID_UNITS_LOG2 = 20
 
@@ -46,7 +46,7 @@ def grid_exponent(scale: RationalLike, units_log2: int = GRID_UNITS_LOG2) -> int
 
 def grid_sensitivity(sensitivity: RationalLike, exponent: int) -> int:
     """Return the integer sensitivity, in grid units, of a value rounded to the grid ``2^e``."""
-    d = positive_fraction(sensitivity, "sensitivity")
+    d = sensitivity_fraction(sensitivity)
     return int(d / Fraction(2) ** exponent) + 1
 
 
