@@ -83,9 +83,10 @@ def exact_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter]:
     yield counter
 
 
-FILTER_SLACKS = ("REL", "_MARGIN")
-"""Names of the float filters' relative slack: ``REL`` (uniform, Laplace, Bernoulli, CKS
-Gaussian) and ``_MARGIN`` (the Gaussian alias table, baked into its cached tables)."""
+FILTER_SLACKS = ("REL", "REL_Y", "_MARGIN")
+"""Names of the float filters' relative slack: ``REL`` and ``REL_Y`` (uniform, Laplace,
+Bernoulli, CKS Gaussian) and ``_MARGIN`` (the Gaussian alias table, baked into its cached
+tables)."""
 
 
 def _clear_noise_caches() -> None:

@@ -67,7 +67,7 @@ def test_to_fraction_is_exact(value: object, expected: Fraction) -> None:
     assert to_fraction(value, "x") == expected  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, True, None, object()])
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, True, None, "1", object()])
 def test_to_fraction_refuses(value: object) -> None:
     with pytest.raises(InvalidParameter):
         to_fraction(value, "x")  # type: ignore[arg-type]

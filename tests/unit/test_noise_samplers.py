@@ -69,9 +69,9 @@ def test_bad_scales_are_refused(sampler: Callable[..., np.ndarray], bad: object)
 
 def test_scales_beyond_the_supported_range_are_refused() -> None:
     with pytest.raises(InvalidParameter):
-        discrete_laplace(2**24 + 1, 3)
+        discrete_laplace(2**32 + 1, 3)
     with pytest.raises(InvalidParameter):
-        geometric(Fraction(2**25), 3)
+        geometric(Fraction(2**33), 3)
     with pytest.raises(InvalidParameter):
         discrete_gaussian(2**60 + 1, 3)
 

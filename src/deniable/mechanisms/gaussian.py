@@ -11,6 +11,7 @@ import numpy.typing as npt
 from deniable.accounting.loss import Rho
 from deniable.errors import InvalidParameter
 from deniable.mechanisms._values import add_units, as_integers
+from deniable.mechanisms.laplace import MIN_GRID_EXPONENT
 from deniable.mechanisms.release import NoiseLaw, Release
 from deniable.noise.discrete_gaussian import discrete_gaussian as _dg
 from deniable.noise.exact import RationalLike, positive_fraction, sensitivity_fraction
@@ -80,7 +81,14 @@ def gaussian(
     if not np.isfinite(x).all():
         raise InvalidParameter("values must be finite; clamp them to declared bounds first")
     sigma = float(d) / math.sqrt(2 * float(r))
-    e = grid_exponent(Fraction(sigma), GAUSSIAN_UNITS_LOG2)
+    # Grid from min(Δ₂, σ) so that rounding never inflates Δ₂ by more than 2^-12, but coarse
+    # enough that σ stays below 2^31 grid units (the sampler's range).
+    e = max(
+        grid_exponent(min(d, Fraction(sigma)), GAUSSIAN_UNITS_LOG2),
+        grid_exponent(Fraction(sigma), 30),
+    )
+    if e < MIN_GRID_EXPONENT:
+        raise InvalidParameter("sensitivity is too small for a representable noise grid")
     units_d = grid_sensitivity(d, e)
     s2 = Fraction(units_d * units_d) / (2 * r)
     z = _dg(s2, x.size, source=source)

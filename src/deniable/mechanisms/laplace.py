@@ -21,6 +21,32 @@ from deniable.noise.exact import RationalLike, positive_fraction, sensitivity_fr
 from deniable.noise.grid import grid_exponent, grid_sensitivity, snap, unsnap
 from deniable.noise.source import RandomSource
 
+MIN_GRID_EXPONENT = -1000
+"""Grids finer than 2^-1000 are refused: their multiples are not representable as doubles."""
+
+
+def laplace_grid_exponent(sensitivity: Fraction, epsilon: Fraction) -> int:
+    """The grid ``2^e`` for Laplace noise of scale ``b = Δ/ε`` (public parameters only).
+
+    Preferably ``Δ`` spans 2^20 grid units (rounding inflates the sensitivity by < 2^-20); but
+    the scale in grid units, ``(floor(Δ/g) + 1)/ε``, must stay at most 2^32 for the sampler, so
+    for ``ε < 2^-10`` the grid is set from ``b`` (2^30 to 2^31 units) and the inflation is
+    ``1/(ε·2^30)``: 0.1% at ε = 10^-6. ε below 2^-31 is refused.
+
+    Examples:
+        >>> laplace_grid_exponent(Fraction(1), Fraction(1))
+        -20
+    """
+    if epsilon < Fraction(1, 2**31):
+        raise InvalidParameter("epsilon below 2^-31 (about 4.7e-10) is not supported")
+    e = max(
+        grid_exponent(min(sensitivity, sensitivity / epsilon), 20),
+        grid_exponent(sensitivity / epsilon, 30),
+    )
+    if e < MIN_GRID_EXPONENT:
+        raise InvalidParameter("sensitivity is too small for a representable noise grid")
+    return e
+
 
 def laplace_loss(sensitivity: RationalLike, scale: RationalLike) -> Epsilon:
     """Privacy map of discrete Laplace on integers: ε = Δ/t for integer sensitivity Δ.
@@ -94,7 +120,7 @@ def laplace(
     x = np.asarray(values, dtype=np.float64)
     if not np.isfinite(x).all():
         raise InvalidParameter("values must be finite; clamp them to declared bounds first")
-    e = grid_exponent(d / eps)
+    e = laplace_grid_exponent(d, eps)
     units_d = grid_sensitivity(d, e)
     t = Fraction(units_d) / eps
     units = snap(x.ravel(), e)

@@ -33,10 +33,15 @@ from deniable.noise.uniform import ABS, REL, chunked, exp_prefix
 
 I64 = npt.NDArray[np.int64]
 
-MAX_SCALE = Fraction(2**24)
-"""Largest scale accepted. The share of draws that take the slower exact path grows with
-``t·|noise|·2^-39``; below 2^24 it stays under 10^-4, too rare for a timing channel to show.
-Release paths keep scales near 2^20 by working on a power-of-two grid (``mechanisms.laplace``)."""
+MAX_SCALE = Fraction(2**32)
+"""Largest scale accepted. A draw takes the slower exact path with probability about
+``t·2^-39`` whatever its value, plus a value-dependent ``t·(|noise|/t)·2^-49`` from the relative
+float error; at 2^32 the latter is below 2^-16·|noise|/t, too rare for a timing channel to
+carry information. Release paths keep scales near 2^20 with a power-of-two grid."""
+
+REL_Y = 2.0**-50
+"""Relative error bound of ``y = (E_hi + shift)·t`` in floats: three correctly rounded
+operations, each within 2^-53, so 2^-51 — doubled for margin."""
 
 NARROW_MAX_SCALE = 2**10
 """Up to this scale a 32-bit uniform settles nearly every draw; above it 64-bit words are used."""
@@ -46,7 +51,7 @@ def _check_scale(scale: RationalLike) -> Fraction:
     t = positive_fraction(scale, "scale")
     if t > MAX_SCALE:
         raise InvalidParameter(
-            "scale above 2^24 is not supported for integer noise; use deniable.mechanisms.laplace "
+            "scale above 2^32 is not supported for integer noise; use deniable.mechanisms.laplace "
             "(noise on a power-of-two grid) for such large scales"
         )
     return t
@@ -74,7 +79,7 @@ def _magnitude(t: Fraction, n: int, src: RandomSource, *, folded: bool) -> tuple
     y = pre.e_hi  # reused in place: y = t·(E_hi − d)
     y += shift
     y *= tf
-    slack = y * REL
+    slack = y * REL_Y
     slack += tf * (ABS + REL * shift)
     hi = np.floor(y + slack)
     slack += pre.width * tf
