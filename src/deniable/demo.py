@@ -1,25 +1,160 @@
-"""The main job (``make demo``): to be replaced by the query-engine tour.
+"""``make demo``: the main job, end to end, on the lecture's synthetic students.
 
-Until the query engine lands this shows the mechanisms on a built-in example.
+A curator generates the students (birth date, gender, favourite editor, a scholarship of at
+most £6000) and their module marks, registers both tables with a total budget of
+``(ε = 3, δ = 2·10⁻⁶)`` in a durable ledger (a temporary file here), and an analyst asks a
+handful of SQL questions: a count, a histogram, a bounded sum and mean, a median, a
+per-module mean where one student has many rows, and a histogram over private keys. Every
+answer comes with 95% intervals and the budget left; asking again is free; an unsafe query is
+refused; and the budget finally refuses a query that would overspend it.
 """
 
 from __future__ import annotations
 
-import numpy as np
+import os
+import tempfile
+import time
+from typing import Any
 
-from deniable.mechanisms import coin_rr_estimate, geometric, laplace
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+
+from deniable.accounting.loss import EpsilonDelta
+from deniable.curator.session import Session
+from deniable.datasets.students import EDITORS, GENDERS, MODULES, marks, students
+from deniable.errors import BudgetExceeded, UnsafeQuery
+from deniable.query.answer import show_loss
+
+
+def _ask(console: Console, session: Session, title: str, query: str, **options: Any) -> None:
+    console.rule(f"[bold]{title}")
+    spend = ", ".join(f"{k} = {v}" for k, v in options.items())
+    console.print(f"[dim]spending {spend}[/]")
+    answer = session.sql(query, **options)
+    console.print(answer)
+    for name, how in answer.mechanisms.items():
+        console.print(f"  [dim]{name}: {how}[/]")
+    for name, note in answer.metadata.notes.items():
+        console.print(f"  [dim]{name}: {note}[/]")
+    if answer.metadata.partition_selection:
+        console.print(f"  [dim]{answer.metadata.partition_selection}[/]")
 
 
 def main() -> None:
-    """Print a few DP releases with their intervals."""
-    counts = np.array([120, 45, 8])
-    r = geometric(counts, sensitivity=1, epsilon=1.0)
-    lo, hi = r.interval(0.95)
-    for name, v, a, b in zip(["vim", "emacs", "nano"], r.value, lo, hi, strict=True):
-        print(f"{name:6s} {int(v):5d}   95% interval [{a:.0f}, {b:.0f}]   ({r.loss})")
-    s = laplace([2500.0], sensitivity=6000, epsilon=1.0)
-    print(f"mean scholarship ~ {s.value[0]:.2f} ± {s.half_width():.0f}")
-    print(f"coin RR, 400 yes of 1000, q=1/2 -> {coin_rr_estimate(400, 1000, 0.5):.0%}")
+    """Run the demo (about a second)."""
+    console = Console()
+    started = time.perf_counter()
+    people = students(2000, seed=7)
+    taken = marks(people, seed=7)
+    with tempfile.TemporaryDirectory() as tmp:
+        ledger = os.path.join(tmp, "ledger.db")
+        budget = EpsilonDelta(epsilon=3, delta=2e-6)
+        console.print(
+            Panel.fit(
+                f"[bold]deniable[/] — {len(people)} synthetic students, {len(taken)} module "
+                f"marks.\nTotal budget {show_loss(budget)}, kept in the ledger {ledger}",
+                title="curator",
+            )
+        )
+        with Session(budget=budget, ledger=ledger, dataset="students") as session:
+            session.add_table(
+                "students",
+                people,
+                privacy_unit="student_id",
+                bounds={"scholarship": (0, 6000)},
+                public_keys={"editor": list(EDITORS), "gender": list(GENDERS)},
+            )
+            session.add_table(
+                "marks",
+                taken,
+                privacy_unit="student_id",
+                bounds={"mark": (0, 100)},
+                max_groups=3,
+                max_rows=1,
+                public_keys={"module": list(MODULES)},
+            )
+            _ask(
+                console,
+                session,
+                "A count",
+                "SELECT COUNT(*) AS students FROM students",
+                epsilon=0.1,
+            )
+            _ask(
+                console,
+                session,
+                "A histogram (public keys: empty editors would show too)",
+                "SELECT editor, COUNT(*) AS n FROM students GROUP BY editor ORDER BY n DESC",
+                epsilon=0.2,
+            )
+            _ask(
+                console,
+                session,
+                "A bounded sum and mean (scholarships clamped to [£0, £6000])",
+                "SELECT SUM(scholarship) AS total, AVG(scholarship) AS mean "
+                "FROM students WHERE department = 'Computing'",
+                epsilon=0.5,
+            )
+            _ask(
+                console,
+                session,
+                "A median (exponential mechanism over a grid of £6)",
+                "SELECT MEDIAN(scholarship) AS median FROM students WHERE scholarship > 0",
+                epsilon=0.3,
+            )
+            _ask(
+                console,
+                session,
+                "Many rows per student: each keeps ≤ 3 modules, 1 mark per module",
+                "SELECT module, COUNT(DISTINCT student_id) AS students, AVG(mark) AS mean "
+                "FROM marks GROUP BY module ORDER BY module",
+                epsilon=0.6,
+            )
+            _ask(
+                console,
+                session,
+                "Private keys: years are released only through DP partition selection",
+                "SELECT birth_year, COUNT(*) AS n FROM students "
+                "GROUP BY birth_year ORDER BY birth_year",
+                epsilon=0.5,
+                delta=1e-6,
+            )
+            _ask(
+                console,
+                session,
+                "The same question again: served from the ledger's cache, at no cost",
+                "SELECT COUNT(*) AS students FROM students",
+                epsilon=0.1,
+            )
+            console.rule("[bold]Refused: a query that would release rows")
+            try:
+                session.sql("SELECT * FROM students", epsilon=0.1)
+            except UnsafeQuery as e:
+                console.print(f"[red]UnsafeQuery:[/] {e}")
+            status = session.budget
+            console.rule("[bold]The budget")
+            table = Table(
+                title=f"ledger history of dataset 'students' (cap {show_loss(status.cap)})"
+            )
+            table.add_column("#", justify="right")
+            table.add_column("query")
+            table.add_column("loss", justify="right")
+            for charge in status.history:
+                table.add_row(str(charge.id), charge.query_text, show_loss(charge.loss))
+            console.print(table)
+            console.print(
+                f"spent {show_loss(status.spent)}; remaining [bold]{show_loss(status.remaining)}"
+            )
+            console.rule("[bold]Over budget: refused before anything is spent")
+            query = "SELECT gender, AVG(scholarship) AS mean FROM students GROUP BY gender"
+            console.print(f"[cyan]{query}[/]   [dim](epsilon = 2)[/]")
+            try:
+                session.sql(query, epsilon=2)
+            except BudgetExceeded as e:
+                console.print(f"[red]BudgetExceeded:[/] {e}")
+            console.print(f"remaining still {show_loss(session.budget.remaining)}")
+    console.print(f"[dim]demo finished in {time.perf_counter() - started:.1f} s[/]")
 
 
 if __name__ == "__main__":

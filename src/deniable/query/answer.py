@@ -1,0 +1,288 @@
+"""The answer object: noisy values with confidence intervals, and what they cost.
+
+An :class:`Answer` wraps a pandas DataFrame with, for each aggregate output ``x``, the noisy
+value ``x`` and the bounds ``x_low``/``x_high`` of its confidence interval (NaN for quantiles,
+whose accuracy is stated as a rank error in :attr:`AnswerMetadata.notes`), plus metadata: the
+loss charged by this call (zero when it came from the cache), the budget left, the
+contribution bounds and clamping ranges used, and the mechanism of every column. Everything
+in it is post-processing of charged releases and may be shared freely.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
+from deniable.errors import InternalError
+
+if TYPE_CHECKING:
+    import polars as pl
+    from rich.console import Console, ConsoleOptions, RenderResult
+
+_META_KEY = b"deniable.answer"
+
+
+def loss_to_json(loss: PrivacyLoss) -> dict[str, str]:
+    """An exact JSON form of a loss."""
+    if isinstance(loss, Epsilon):
+        return {"type": "epsilon", "epsilon": str(loss.epsilon)}
+    if isinstance(loss, EpsilonDelta):
+        return {"type": "epsilon_delta", "epsilon": str(loss.epsilon), "delta": str(loss.delta)}
+    return {"type": "rho", "rho": str(loss.rho)}
+
+
+def loss_from_json(data: Mapping[str, str]) -> PrivacyLoss:
+    """Inverse of :func:`loss_to_json`."""
+    kind = data.get("type")
+    if kind == "epsilon":
+        return Epsilon(epsilon=Fraction(data["epsilon"]))
+    if kind == "epsilon_delta":
+        return EpsilonDelta(epsilon=Fraction(data["epsilon"]), delta=Fraction(data["delta"]))
+    if kind == "rho":
+        return Rho(rho=Fraction(data["rho"]))
+    raise InternalError("a stored answer has an unknown loss type")
+
+
+def zero_like(loss: PrivacyLoss) -> PrivacyLoss:
+    """The zero loss of the same kind."""
+    if isinstance(loss, Epsilon):
+        return Epsilon(epsilon=0)
+    if isinstance(loss, EpsilonDelta):
+        return EpsilonDelta(epsilon=0, delta=0)
+    return Rho(rho=0)
+
+
+def show_loss(loss: PrivacyLoss) -> str:
+    """Short human form: ``ε = 0.5``, ``ε = 1, δ = 1e-06``, ``ρ = 0.1``."""
+    if isinstance(loss, Epsilon):
+        return f"ε = {float(loss.epsilon):.4g}"
+    if isinstance(loss, EpsilonDelta):
+        return f"ε = {float(loss.epsilon):.4g}, δ = {float(loss.delta):.3g}"
+    return f"ρ = {float(loss.rho):.4g}"
+
+
+@dataclass(frozen=True)
+class AnswerMetadata:
+    """What an answer cost and how it was computed (all public).
+
+    Attributes:
+        query: the query text as asked.
+        loss: the loss charged by this call (zero when served from the cache).
+        cost: what the answer cost when it was first computed.
+        remaining: the dataset's budget left after this call.
+        level: confidence level of the intervals.
+        bounds: clamping range of each aggregated column.
+        max_groups: partitions per privacy unit kept (effective).
+        max_rows: rows per privacy unit and partition kept.
+        privacy_unit: the privacy unit column, or None for row-level privacy.
+        mechanisms: how each output column was computed.
+        notes: accuracy notes (e.g. the rank error of a quantile).
+        partition_selection: how group keys were released.
+        cached: whether this answer was served from the cache.
+        charge_id: the ledger charge that paid for the answer.
+    """
+
+    query: str
+    loss: PrivacyLoss
+    cost: PrivacyLoss
+    remaining: PrivacyLoss
+    level: float
+    bounds: dict[str, tuple[float, float]]
+    max_groups: int
+    max_rows: int
+    privacy_unit: str | None
+    mechanisms: dict[str, str]
+    notes: dict[str, str] = field(default_factory=dict)
+    partition_selection: str | None = None
+    cached: bool = False
+    charge_id: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-compatible form (the stored part: not ``loss``/``remaining``/``cached``)."""
+        return {
+            "query": self.query,
+            "cost": loss_to_json(self.cost),
+            "level": self.level,
+            "bounds": {k: list(v) for k, v in self.bounds.items()},
+            "max_groups": self.max_groups,
+            "max_rows": self.max_rows,
+            "privacy_unit": self.privacy_unit,
+            "mechanisms": self.mechanisms,
+            "notes": self.notes,
+            "partition_selection": self.partition_selection,
+            "charge_id": self.charge_id,
+        }
+
+
+class Answer:
+    """A DP answer: a DataFrame of noisy values and intervals, with its metadata.
+
+    Behaves like a small read-only table: ``answer["n"]``, ``len(answer)``,
+    ``answer.columns``; converts with :meth:`to_pandas`, :meth:`to_polars`, :meth:`to_arrow`.
+    """
+
+    def __init__(self, frame: pd.DataFrame, metadata: AnswerMetadata) -> None:
+        self._frame = frame
+        self.metadata = metadata
+
+    # -- table access --------------------------------------------------------------------
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        """A copy of the answer as a pandas DataFrame."""
+        return self._frame.copy()
+
+    def to_pandas(self) -> pd.DataFrame:
+        """The answer as a pandas DataFrame (a copy)."""
+        return self._frame.copy()
+
+    def to_arrow(self) -> pa.Table:
+        """The answer as an Arrow table."""
+        return pa.Table.from_pandas(self._frame, preserve_index=False)
+
+    def to_polars(self) -> pl.DataFrame:
+        """The answer as a polars DataFrame."""
+        import polars as pl
+
+        out = pl.from_arrow(self.to_arrow())
+        assert isinstance(out, pl.DataFrame)
+        return out
+
+    @property
+    def columns(self) -> list[str]:
+        """The answer's column names."""
+        return [str(c) for c in self._frame.columns]
+
+    def __getitem__(self, key: str) -> pd.Series:
+        return self._frame[key].copy()
+
+    def __len__(self) -> int:
+        return len(self._frame)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.columns)
+
+    # -- metadata shortcuts ----------------------------------------------------------------
+
+    @property
+    def loss(self) -> PrivacyLoss:
+        """The loss charged by this call."""
+        return self.metadata.loss
+
+    @property
+    def remaining(self) -> PrivacyLoss:
+        """The budget left after this call."""
+        return self.metadata.remaining
+
+    @property
+    def cached(self) -> bool:
+        """Whether the answer came from the cache (at no cost)."""
+        return self.metadata.cached
+
+    @property
+    def mechanisms(self) -> dict[str, str]:
+        """How each output column was computed."""
+        return dict(self.metadata.mechanisms)
+
+    @property
+    def bounds(self) -> dict[str, tuple[float, float]]:
+        """Clamping ranges used."""
+        return dict(self.metadata.bounds)
+
+    # -- storage ---------------------------------------------------------------------------
+
+    def to_bytes(self) -> bytes:
+        """Serialise (Arrow IPC with the metadata in the schema) for the answer cache."""
+        table = self.to_arrow()
+        meta = dict(table.schema.metadata or {})
+        meta[_META_KEY] = json.dumps(self.metadata.to_json(), sort_keys=True).encode()
+        table = table.replace_schema_metadata(meta)
+        sink = io.BytesIO()
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        return sink.getvalue()
+
+    @classmethod
+    def from_bytes(
+        cls, payload: bytes, *, loss: PrivacyLoss, remaining: PrivacyLoss, cached: bool
+    ) -> Answer:
+        """Rebuild a stored answer, with this call's loss and the current budget."""
+        table = pa.ipc.open_stream(payload).read_all()
+        raw = (table.schema.metadata or {}).get(_META_KEY)
+        if raw is None:
+            raise InternalError("a stored answer lacks its metadata")
+        data = json.loads(raw)
+        meta = AnswerMetadata(
+            query=data["query"],
+            loss=loss,
+            cost=loss_from_json(data["cost"]),
+            remaining=remaining,
+            level=float(data["level"]),
+            bounds={k: (float(v[0]), float(v[1])) for k, v in data["bounds"].items()},
+            max_groups=int(data["max_groups"]),
+            max_rows=int(data["max_rows"]),
+            privacy_unit=data["privacy_unit"],
+            mechanisms=dict(data["mechanisms"]),
+            notes=dict(data["notes"]),
+            partition_selection=data["partition_selection"],
+            cached=cached,
+            charge_id=data["charge_id"],
+        )
+        frame = table.replace_schema_metadata(None).to_pandas()
+        return cls(frame, meta)
+
+    def with_metadata(self, **changes: Any) -> Answer:
+        """A copy with some metadata fields replaced."""
+        return Answer(self._frame, replace(self.metadata, **changes))
+
+    # -- display ---------------------------------------------------------------------------
+
+    def summary(self) -> str:
+        """One line: cost, budget left, level."""
+        m = self.metadata
+        paid = "cached, no cost" if m.cached else f"charged {show_loss(m.loss)}"
+        return f"{paid}; remaining {show_loss(m.remaining)}; {m.level:.0%} intervals"
+
+    def __repr__(self) -> str:
+        with pd.option_context("display.width", 120, "display.max_columns", 20):
+            return f"{self._frame!r}\n[{self.summary()}]"
+
+    def _repr_html_(self) -> str:
+        html = self._frame.to_html(index=False, float_format=lambda x: f"{x:.4g}")
+        return f"{html}<p><small>{self.summary()}</small></p>"
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(title=self.metadata.query, title_justify="left")
+        cols = self.columns
+        for c in cols:
+            table.add_column(c, justify="right" if _numeric(self._frame[c]) else "left")
+        for row in self._frame.itertuples(index=False):
+            table.add_row(*(_cell(v) for v in row))
+        yield table
+        yield Text(self.summary(), style="dim")
+
+
+def _numeric(series: pd.Series) -> bool:
+    return bool(pd.api.types.is_numeric_dtype(series))
+
+
+def _cell(v: object) -> str:
+    if isinstance(v, float | np.floating):
+        if np.isnan(v):
+            return "—"
+        return f"{float(v):,.4g}" if abs(float(v)) < 1e6 else f"{float(v):,.0f}"
+    if isinstance(v, int | np.integer):
+        return str(int(v))
+    return "NULL" if v is None else str(v)

@@ -1,0 +1,341 @@
+"""The catalog: what the curator declared about each table — public metadata only.
+
+A :class:`TableInfo` holds a table's column names and types (read from the engine's schema,
+never from its rows), the curator's :class:`TablePolicy` (privacy unit, clamping bounds,
+contribution bounds, public group keys) and a data version used by the answer cache. Every
+refusal of a query is decided from this metadata and the query text, before any row is read,
+so a query can never fail on one dataset and succeed on a neighbouring one.
+
+Privacy units have one canonical form (:func:`canonical_unit`, mirrored in the engine SQL by
+:func:`deniable.query.rewrite.compile.canonical_unit_sql`): integer columns compare as
+integers (the same as comparing their decimal text), text columns as their Unicode NFC
+normalisation — case, spaces and every other character are kept as they are, nothing is
+trimmed or folded — and any other type as the text of its ``CAST(... AS VARCHAR)``. One person
+therefore cannot pass as two by writing ``'é'`` composed in one row and decomposed in
+another. Rows whose privacy unit is NULL are dropped before anything is computed (a NULL
+cannot be attributed to one person, and grouping all NULLs into one pseudo-person would
+not bound the change that removing one of them makes).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from types import MappingProxyType
+
+from deniable.errors import InvalidParameter
+
+MAX_BOUND = Fraction(2**53)
+"""Largest magnitude of a clamping bound: values are clamped and scaled in doubles."""
+
+MAX_ROWS = 2**20
+"""Largest ``max_rows``: bounded per-partition sums then fit 64-bit integers exactly."""
+
+MAX_PUBLIC_KEYS = 100_000
+"""Most values one column's public key domain may list."""
+
+
+class ColumnKind(enum.Enum):
+    """How deniable treats a column's type."""
+
+    INTEGER = "integer"
+    REAL = "real"
+    TEXT = "text"
+    BOOLEAN = "boolean"
+    TEMPORAL = "temporal"
+    OTHER = "other"
+
+    @property
+    def numeric(self) -> bool:
+        """Whether values of this kind can be clamped and summed."""
+        return self in (ColumnKind.INTEGER, ColumnKind.REAL)
+
+
+_INTEGER_TYPES = {
+    "TINYINT",
+    "SMALLINT",
+    "INTEGER",
+    "INT",
+    "BIGINT",
+    "HUGEINT",
+    "UTINYINT",
+    "USMALLINT",
+    "UINTEGER",
+    "UBIGINT",
+    "UHUGEINT",
+    "INT1",
+    "INT2",
+    "INT4",
+    "INT8",
+}
+_REAL_TYPES = {"FLOAT", "DOUBLE", "REAL", "FLOAT4", "FLOAT8"}
+_TEXT_TYPES = {"VARCHAR", "TEXT", "STRING", "CHAR", "BPCHAR"}
+_TEMPORAL_PREFIXES = ("DATE", "TIME", "TIMESTAMP", "INTERVAL")
+
+
+def kind_of(sql_type: str) -> ColumnKind:
+    """Classify an engine type name (e.g. ``"BIGINT"``, ``"DECIMAL(10,2)"``).
+
+    Examples:
+        >>> kind_of("DECIMAL(18,3)").value
+        'real'
+    """
+    t = sql_type.strip().upper()
+    base = t.split("(", 1)[0].strip()
+    if base in _INTEGER_TYPES:
+        return ColumnKind.INTEGER
+    if base in _REAL_TYPES or base in ("DECIMAL", "NUMERIC"):
+        return ColumnKind.REAL
+    if base in _TEXT_TYPES:
+        return ColumnKind.TEXT
+    if base in ("BOOLEAN", "BOOL"):
+        return ColumnKind.BOOLEAN
+    if base.startswith(_TEMPORAL_PREFIXES):
+        return ColumnKind.TEMPORAL
+    return ColumnKind.OTHER
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One column of a registered table: its name, engine type and kind."""
+
+    name: str
+    sql_type: str
+    kind: ColumnKind
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """A clamping range ``[lower, upper]`` (exact rationals, ``lower < upper``)."""
+
+    lower: Fraction
+    upper: Fraction
+
+    @property
+    def midpoint(self) -> Fraction:
+        """``(lower + upper) / 2``."""
+        return (self.lower + self.upper) / 2
+
+    def as_floats(self) -> tuple[float, float]:
+        """The bounds as doubles (exact: they are dyadic or integers below 2^53)."""
+        return float(self.lower), float(self.upper)
+
+
+def make_bounds(value: object, column: str) -> Bounds:
+    """Validate a ``(lower, upper)`` pair given by the curator or the analyst.
+
+    Raises:
+        InvalidParameter: not a pair of finite numbers with ``lower < upper`` and magnitudes
+            at most 2^53.
+
+    Examples:
+        >>> make_bounds((0, 6000), "scholarship").upper
+        Fraction(6000, 1)
+    """
+    if not isinstance(value, Sequence) or isinstance(value, str) or len(value) != 2:
+        raise InvalidParameter(f"bounds of {column!r} must be a pair (lower, upper)")
+    out: list[Fraction] = []
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, int | float | Fraction):
+            raise InvalidParameter(f"bounds of {column!r} must be numbers")
+        if isinstance(v, float) and not math.isfinite(v):
+            raise InvalidParameter(f"bounds of {column!r} must be finite")
+        f = Fraction(v)
+        if abs(f) > MAX_BOUND:
+            raise InvalidParameter(f"bounds of {column!r} must lie within ±2^53")
+        out.append(f)
+    if not out[0] < out[1]:
+        raise InvalidParameter(f"bounds of {column!r} must satisfy lower < upper")
+    return Bounds(out[0], out[1])
+
+
+@dataclass(frozen=True)
+class TablePolicy:
+    """The curator's privacy policy for one table.
+
+    Attributes:
+        privacy_unit: the column identifying a person (user-level privacy), or None for
+            row-level privacy (each row is its own unit).
+        bounds: clamping range of each numeric column that may be summed or averaged.
+        max_groups: most partitions (groups) one privacy unit may contribute to per query.
+        max_rows: most rows one privacy unit may contribute to one partition.
+        public_keys: declared domains of group-key columns; their values are public, so every
+            one of them is output (empty groups included) and no partition selection is
+            needed.
+    """
+
+    privacy_unit: str | None
+    bounds: Mapping[str, Bounds]
+    max_groups: int
+    max_rows: int
+    public_keys: Mapping[str, tuple[object, ...]]
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    """A registered table: name, schema, policy and data version.
+
+    Attributes:
+        name: the name analysts use in ``FROM``.
+        columns: the schema (names and engine types).
+        policy: the curator's :class:`TablePolicy`.
+        version: an opaque data version (part of the answer cache's key).
+    """
+
+    name: str
+    columns: tuple[Column, ...]
+    policy: TablePolicy
+    version: str
+
+    def lookup(self, name: str) -> Column | None:
+        """Find a column by exact name, else by a unique case-insensitive match."""
+        for c in self.columns:
+            if c.name == name:
+                return c
+        folded = [c for c in self.columns if c.name.lower() == name.lower()]
+        return folded[0] if len(folded) == 1 else None
+
+    def column(self, name: str) -> Column:
+        """Like :meth:`lookup`, raising InvalidParameter for an unknown column."""
+        c = self.lookup(name)
+        if c is None:
+            raise InvalidParameter(f"table {self.name!r} has no column {name!r}")
+        return c
+
+
+def _positive_int(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidParameter(f"{what} must be a positive integer")
+    return value
+
+
+def make_policy(
+    table: str,
+    columns: Iterable[Column],
+    *,
+    privacy_unit: str | None,
+    bounds: Mapping[str, object] | None,
+    max_groups: int | None,
+    max_rows: int | None,
+    public_keys: Mapping[str, Iterable[object]] | None,
+) -> TablePolicy:
+    """Validate the curator's declarations against the schema and build a :class:`TablePolicy`.
+
+    Defaults: with a privacy unit, ``max_groups = max_rows = 1`` (the safest, least accurate
+    choice; declare larger ones if people have several rows); without one each row is its own
+    unit and both are 1 by definition.
+
+    Raises:
+        InvalidParameter: unknown columns, bounds on non-numeric columns, a privacy unit that
+            is also declared public, or malformed values.
+    """
+    info = TableInfo(table, tuple(columns), TablePolicy(None, {}, 1, 1, {}), "")
+    unit: str | None = None
+    if privacy_unit is not None:
+        if not isinstance(privacy_unit, str):
+            raise InvalidParameter("privacy_unit must be a column name or None")
+        unit = info.column(privacy_unit).name
+    out_bounds: dict[str, Bounds] = {}
+    for col_name, pair in (bounds or {}).items():
+        col = info.column(col_name)
+        if not col.kind.numeric:
+            raise InvalidParameter(
+                f"bounds can only be declared on numeric columns; {col.name!r} is {col.sql_type}"
+            )
+        b = make_bounds(pair, col.name)
+        if col.kind is ColumnKind.INTEGER:
+            b = integer_bounds(b, col.name)
+        out_bounds[col.name] = b
+    keys: dict[str, tuple[object, ...]] = {}
+    for col_name, values in (public_keys or {}).items():
+        col = info.column(col_name)
+        if col.name == unit:
+            raise InvalidParameter("the privacy unit cannot have public keys: it identifies people")
+        if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+            raise InvalidParameter(f"public_keys[{col_name!r}] must be a list of values")
+        vals = tuple(dict.fromkeys(_public_value(v, col) for v in values))
+        if not vals:
+            raise InvalidParameter(f"public_keys[{col_name!r}] is empty")
+        if len(vals) > MAX_PUBLIC_KEYS:
+            raise InvalidParameter(f"public_keys[{col_name!r}] lists more than {MAX_PUBLIC_KEYS}")
+        keys[col.name] = vals
+    if unit is None:
+        if max_groups not in (None, 1) or max_rows not in (None, 1):
+            raise InvalidParameter(
+                "max_groups and max_rows need a privacy_unit: without one each row is its own "
+                "unit and contributes one row to one group"
+            )
+        m, r = 1, 1
+    else:
+        m = 1 if max_groups is None else _positive_int(max_groups, "max_groups")
+        r = 1 if max_rows is None else _positive_int(max_rows, "max_rows")
+        if r > MAX_ROWS:
+            raise InvalidParameter(f"max_rows must be at most {MAX_ROWS}")
+    return TablePolicy(
+        privacy_unit=unit,
+        bounds=MappingProxyType(out_bounds),
+        max_groups=m,
+        max_rows=r,
+        public_keys=MappingProxyType(keys),
+    )
+
+
+def integer_bounds(b: Bounds, column: str) -> Bounds:
+    """Tighten bounds of an integer column to integers: ``[ceil(lower), floor(upper)]``."""
+    lo, hi = Fraction(math.ceil(b.lower)), Fraction(math.floor(b.upper))
+    if not lo < hi:
+        raise InvalidParameter(
+            f"bounds of integer column {column!r} must contain at least two integers"
+        )
+    return Bounds(lo, hi)
+
+
+def _public_value(value: object, col: Column) -> object:
+    if value is None:
+        return None
+    if col.kind is ColumnKind.INTEGER:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidParameter(f"public keys of integer column {col.name!r} must be ints")
+        return value
+    if col.kind is ColumnKind.REAL:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise InvalidParameter(f"public keys of column {col.name!r} must be numbers")
+        return value
+    if col.kind is ColumnKind.TEXT:
+        if not isinstance(value, str):
+            raise InvalidParameter(f"public keys of text column {col.name!r} must be strings")
+        return value
+    if col.kind is ColumnKind.BOOLEAN:
+        if not isinstance(value, bool):
+            raise InvalidParameter(f"public keys of boolean column {col.name!r} must be bools")
+        return value
+    raise InvalidParameter(
+        f"public keys are supported on integer, real, text and boolean columns; "
+        f"{col.name!r} is {col.sql_type}"
+    )
+
+
+def canonical_unit(value: object) -> int | str:
+    r"""The canonical form of a privacy-unit identifier, as the engine compares it.
+
+    Integers stay integers; strings are NFC-normalised (nothing else: no case folding, no
+    trimming); anything else becomes its text. Two identifiers denote the same person iff
+    their canonical forms are equal.
+
+    Examples:
+        >>> canonical_unit("e\\u0301") == canonical_unit("\\u00e9")
+        True
+        >>> canonical_unit(" Bob") == canonical_unit("Bob")
+        False
+    """
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        return unicodedata.normalize("NFC", value)
+    return str(value)

@@ -1,0 +1,1 @@
+"""Rewrite rules and SQL generation from a DP plan (:mod:`deniable.query.rewrite.compile`)."""

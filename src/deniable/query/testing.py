@@ -1,0 +1,48 @@
+"""Test-only hooks: run the generated bounded query with noise switched off.
+
+:func:`exact_aggregates` returns the exact, bounded, clamped per-partition aggregates that
+the engine computes for a query — what the noise is added to. It releases data without any
+privacy protection and charges nothing, so it lives here, apart from the release path, like
+:class:`deniable.noise.testing.SeededRandom`: nothing in deniable imports this module, and
+using it requires passing ``not_private=True``. Tests use it with DuckDB as an oracle (the
+optimised bounding SQL against a hand-written reference on the same data and secrets) and to
+sample many noisy releases of one exact answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from deniable.curator.session import Session
+from deniable.errors import InvalidParameter
+from deniable.query.plan import DPPlan
+from deniable.query.release import ExactAggregates
+from deniable.query.rewrite.compile import CompiledQuery, Secrets
+
+
+def exact_aggregates(
+    session: Session,
+    query: str,
+    *,
+    not_private: bool,
+    secrets: Secrets | None = None,
+    **options: Any,
+) -> tuple[DPPlan, CompiledQuery, ExactAggregates]:
+    """Plan ``query`` and run its generated SQL without noise and without charging.
+
+    Args:
+        session: the session holding the table.
+        query: the SQL query.
+        not_private: must be True: the result is the exact (non-private) aggregate.
+        secrets: keys of the pseudo-random row and partition orders (default 1 and 2, so
+            that results are reproducible).
+        **options: as for :meth:`Session.sql` (``epsilon``, ``delta``, ``max_rows``, …).
+
+    Returns:
+        The plan, the compiled query and the exact aggregates.
+    """
+    if not_private is not True:
+        raise InvalidParameter("exact_aggregates releases exact data: pass not_private=True")
+    plan = session.plan(query, **options)
+    compiled, exact = session._exact(plan, secrets or Secrets(rows=1, partitions=2))
+    return plan, compiled, exact

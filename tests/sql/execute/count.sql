@@ -1,0 +1,2 @@
+-- options: {"epsilon": 1}
+SELECT COUNT(*) AS n FROM students

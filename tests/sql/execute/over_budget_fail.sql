@@ -1,0 +1,3 @@
+-- expect: BudgetExceeded
+-- options: {"epsilon": 1000}
+SELECT COUNT(*) FROM students

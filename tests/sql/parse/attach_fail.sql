@@ -1,0 +1,2 @@
+-- expect: UnsafeQuery
+ATTACH 'other.db' AS other

@@ -1,0 +1,2 @@
+-- a comment
+SELECT /* inline */ COUNT(*) FROM students

@@ -1,0 +1,2 @@
+-- expect: UnsafeQuery
+COPY students TO '/tmp/out.csv'

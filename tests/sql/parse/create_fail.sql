@@ -1,0 +1,2 @@
+-- expect: UnsafeQuery
+CREATE TABLE x AS SELECT COUNT(*) FROM students

@@ -1,0 +1,3 @@
+-- expect: UnsafeQuery
+-- match: WITH
+WITH s AS (SELECT * FROM students) SELECT COUNT(*) FROM s

@@ -1,0 +1,2 @@
+-- expect: UnsafeQuery
+DELETE FROM students

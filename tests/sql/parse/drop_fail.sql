@@ -1,0 +1,3 @@
+-- expect: UnsafeQuery
+-- match: DROP
+DROP TABLE students

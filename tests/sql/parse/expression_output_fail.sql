@@ -1,0 +1,3 @@
+-- expect: UnsafeQuery
+-- match: every output
+SELECT scholarship + 1 FROM students

@@ -1,0 +1,2 @@
+-- expect: UnsafeQuery
+SELECT COUNT(*) FILTER (WHERE gender = 'male') FROM students

@@ -1,0 +1,2 @@
+-- expect: SQLError
+SELEKT COUNT(*) FROM students

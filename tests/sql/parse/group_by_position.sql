@@ -1,0 +1,1 @@
+SELECT gender, COUNT(*) FROM students GROUP BY 1

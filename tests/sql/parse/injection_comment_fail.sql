@@ -1,0 +1,2 @@
+-- expect: SQLError
+SELECT COUNT(*) FROM students WHERE editor = 'x'; DELETE FROM students; --'

@@ -1,0 +1,3 @@
+-- expect: SQLError
+-- match: exactly one
+SELECT COUNT(*) FROM students; DROP TABLE students

@@ -1,0 +1,2 @@
+-- expect: UnsafeQuery
+INSERT INTO students VALUES ('s1')

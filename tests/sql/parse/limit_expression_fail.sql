@@ -1,0 +1,3 @@
+-- expect: UnsafeQuery
+-- match: LIMIT
+SELECT COUNT(*) FROM students LIMIT 1 + 1

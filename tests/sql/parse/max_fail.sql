@@ -1,0 +1,3 @@
+-- expect: UnsafeQuery
+-- match: MAX
+SELECT MAX(scholarship) FROM students

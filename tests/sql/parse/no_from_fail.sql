@@ -1,0 +1,3 @@
+-- expect: UnsafeQuery
+-- match: FROM
+SELECT 1

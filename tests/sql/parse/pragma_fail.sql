@@ -1,0 +1,2 @@
+-- expect: UnsafeQuery
+PRAGMA database_list

@@ -1,0 +1,2 @@
+-- expect: UnsafeQuery
+SELECT students.* FROM students

@@ -1,0 +1,2 @@
+-- expect: UnsafeQuery
+SELECT QUANTILE(scholarship, birth_year) FROM students

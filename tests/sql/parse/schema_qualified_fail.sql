@@ -1,0 +1,2 @@
+-- expect: UnsafeQuery
+SELECT COUNT(*) FROM main.students

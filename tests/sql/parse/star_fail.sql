@@ -1,0 +1,3 @@
+-- expect: UnsafeQuery
+-- match: SELECT \*
+SELECT * FROM students

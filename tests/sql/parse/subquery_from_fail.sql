@@ -1,0 +1,3 @@
+-- expect: UnsafeQuery
+-- match: subquer
+SELECT COUNT(*) FROM (SELECT * FROM students)

@@ -1,0 +1,3 @@
+-- expect: UnsafeQuery
+-- match: plain column
+SELECT SUM(scholarship * 2) FROM students

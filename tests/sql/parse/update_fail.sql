@@ -1,0 +1,2 @@
+-- expect: UnsafeQuery
+UPDATE students SET scholarship = 0

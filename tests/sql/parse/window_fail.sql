@@ -1,0 +1,2 @@
+-- expect: UnsafeQuery
+SELECT COUNT(*) OVER () FROM students

@@ -1,0 +1,4 @@
+-- expect: InvalidParameter
+-- match: epsilon
+-- options: {}
+SELECT COUNT(*) FROM students

@@ -1,0 +1,3 @@
+-- expect: InvalidParameter
+-- options: {"epsilon": -1}
+SELECT COUNT(*) FROM students

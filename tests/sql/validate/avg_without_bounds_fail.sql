@@ -1,0 +1,3 @@
+-- expect: UnsafeQuery
+-- match: needs clamping bounds
+SELECT AVG(birth_year) FROM students

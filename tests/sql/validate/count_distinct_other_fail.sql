@@ -1,0 +1,3 @@
+-- expect: UnsafeQuery
+-- match: privacy unit
+SELECT COUNT(DISTINCT editor) FROM students

@@ -1,0 +1,1 @@
+SELECT gender, COUNT(DISTINCT student_id) FROM students GROUP BY gender

@@ -1,0 +1,2 @@
+-- expect: UnsafeQuery
+SELECT editor, COUNT(*) FROM students GROUP BY editor, editor

@@ -1,0 +1,3 @@
+-- expect: UnsafeQuery
+-- match: privacy unit
+SELECT student_id, COUNT(*) FROM students GROUP BY student_id

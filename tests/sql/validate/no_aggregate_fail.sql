@@ -1,0 +1,3 @@
+-- expect: UnsafeQuery
+-- match: no aggregate
+SELECT editor FROM students GROUP BY editor

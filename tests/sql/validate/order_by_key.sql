@@ -1,0 +1,1 @@
+SELECT editor, COUNT(*) AS n FROM students GROUP BY editor ORDER BY editor

@@ -1,0 +1,3 @@
+-- expect: SQLError
+-- match: ORDER BY
+SELECT COUNT(*) AS n FROM students ORDER BY nope

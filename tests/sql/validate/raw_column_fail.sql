@@ -1,0 +1,2 @@
+-- expect: UnsafeQuery
+SELECT scholarship FROM students

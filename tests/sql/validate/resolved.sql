@@ -1,0 +1,1 @@
+SELECT editor, COUNT(*) AS n, SUM(scholarship) AS total FROM students GROUP BY editor

@@ -1,0 +1,3 @@
+-- expect: UnsafeQuery
+-- match: numeric column
+SELECT SUM(editor) FROM students

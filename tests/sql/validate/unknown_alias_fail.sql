@@ -1,0 +1,3 @@
+-- expect: SQLError
+-- match: unknown table or alias
+SELECT COUNT(*) FROM students AS s WHERE t.gender = 'x'

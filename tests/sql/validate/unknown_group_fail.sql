@@ -1,0 +1,3 @@
+-- expect: SQLError
+-- match: unknown column
+SELECT COUNT(*) FROM students GROUP BY nope

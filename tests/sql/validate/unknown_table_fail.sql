@@ -1,0 +1,3 @@
+-- expect: SQLError
+-- match: unknown table 'teachers'
+SELECT COUNT(*) FROM teachers

@@ -1,0 +1,1 @@
+SELECT COUNT(*) FROM students WHERE CAST(birth_year AS VARCHAR) = '1994'

@@ -1,0 +1,3 @@
+-- expect: UnsafeQuery
+-- match: literals
+SELECT COUNT(*) FROM students WHERE editor IN (gender, department)

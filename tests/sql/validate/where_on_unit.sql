@@ -1,0 +1,1 @@
+SELECT COUNT(*) FROM students WHERE student_id <> 's00001'

@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+import pandas as pd
+import pytest
+import sqlglot
+from sqlglot import exp
+
+from deniable.accounting.loss import EpsilonDelta
+from deniable.curator.session import Session
+from deniable.engines.base import Capabilities
+from deniable.engines.duckdb import DuckDBEngine
+from deniable.query.rewrite.compile import Secrets, compile_plan
+from deniable.query.testing import exact_aggregates
+
+
+class PlainSqlEngine(DuckDBEngine):
+    """DuckDB pretending to lack SEMI/ANTI JOIN and IS NOT DISTINCT FROM."""
+
+    capabilities: ClassVar[Capabilities] = dataclasses.replace(
+        DuckDBEngine.capabilities, semi_join=False, null_safe_equal=False
+    )
+
+
+def _frame() -> pd.DataFrame:
+    rows = []
+    for u in range(60):
+        for j in range(1 + u % 9):
+            rows.append((f"u{u}", ["x", "y", "z", None][(u + j) % 4], float(j * 7 % 23)))
+    return pd.DataFrame(rows, columns=["who", 'we"ird key', "v"])
+
+
+def _session(tmp_path, engine=None) -> Session:  # type: ignore[no-untyped-def]
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    s = Session(
+        budget=EpsilonDelta(epsilon=10, delta=1e-3), ledger=tmp_path / "l.db", engine=engine
+    )
+    s.add_table("t", _frame(), privacy_unit="who", bounds={"v": (0, 20)}, max_groups=2, max_rows=2)
+    return s
+
+
+QUERY = (
+    'SELECT "we""ird key", COUNT(*) AS n, SUM(v) AS s, MEDIAN(v) AS m FROM t '
+    'WHERE v <> 3 GROUP BY "we""ird key"'
+)
+
+
+def test_generated_sql_is_one_read_only_query_with_quoted_names(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    s = _session(tmp_path)
+    plan = s.plan(QUERY, epsilon=1, delta=1e-6)
+    sql = compile_plan(plan, DuckDBEngine.capabilities, "__deniable_0", Secrets(5, 6)).sql
+    (stmt,) = sqlglot.parse(sql, read="duckdb")
+    assert isinstance(stmt, exp.Query)
+    assert '"we""ird key"' in sql and "hash(5, " in sql and "hash(6, " in sql
+    assert not any(isinstance(n, exp.DML | exp.DDL) for n in stmt.walk())
+    other = compile_plan(plan, DuckDBEngine.capabilities, "__deniable_0", Secrets(7, 8)).sql
+    assert other != sql
+    s.close()
+
+
+def test_fast_form_ranks_only_heavy_rows(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    s = _session(tmp_path)
+    plan = s.plan('SELECT COUNT(*) AS n FROM t GROUP BY "we""ird key"', epsilon=1, delta=1e-6)
+    sql = compile_plan(plan, DuckDBEngine.capabilities, "b", Secrets(1, 2)).sql
+    assert "__heavy" in sql and "PARTITION BY __u ORDER BY" in sql and "__ranked" not in sql
+    # public domain no larger than max_groups: no partition ranking at all
+    s.add_table("p", _frame(), privacy_unit="who", max_groups=3, public_keys={"v": [1.0, 7.0]})
+    plan = s.plan("SELECT v, COUNT(*) AS n FROM p GROUP BY v", epsilon=1)
+    sql = compile_plan(plan, DuckDBEngine.capabilities, "b", Secrets(1, 2)).sql
+    assert "PARTITION BY __u ORDER BY" not in sql
+    s.close()
+
+
+@pytest.mark.parametrize("query", [QUERY, QUERY.replace(", MEDIAN(v) AS m", "")])
+def test_engine_capabilities_change_spelling_not_results(tmp_path, query: str) -> None:  # type: ignore[no-untyped-def]
+    a = _session(tmp_path / "a")
+    b = _session(tmp_path / "b", engine=PlainSqlEngine())
+    plan_a, comp_a, exact_a = exact_aggregates(a, query, not_private=True, epsilon=1, delta=1e-6)
+    _, comp_b, exact_b = exact_aggregates(b, query, not_private=True, epsilon=1, delta=1e-6)
+    assert "SEMI JOIN" in comp_a.sql and "SEMI JOIN" not in comp_b.sql
+    assert "EXISTS" in comp_b.sql and "IS NOT DISTINCT FROM" not in comp_b.sql
+    assert sorted(exact_a.keys, key=repr) == sorted(exact_b.keys, key=repr)
+    assert (None,) in exact_a.keys
+
+    def by_key(exact, values):  # type: ignore[no-untyped-def]
+        return dict(zip(exact.keys, values.tolist(), strict=True))
+
+    assert by_key(exact_a, exact_a.units) == by_key(exact_b, exact_b.units)
+    for mid in exact_a.measures:
+        assert by_key(exact_a, exact_a.measures[mid]) == by_key(exact_b, exact_b.measures[mid])
+    for mid, hist in exact_a.histograms.items():
+        assert {k: v.tolist() for k, v in hist.items()} == {
+            k: v.tolist() for k, v in exact_b.histograms[mid].items()
+        }
+    a.close()
+    b.close()

@@ -1,0 +1,251 @@
+"""DuckDB as an oracle for the rewriter (noise switched off through the test-only hook).
+
+1. The optimised bounding SQL (rank only heavy partitions and crowded units) must give the
+   same exact aggregates as a hand-written, straightforward window-function query with the
+   same secrets, on data with heavy users, NULL keys, NULL/NaN/±inf and out-of-range values.
+2. On data that is already within the contribution bounds, the aggregates must equal a plain
+   pandas computation of the clamped values.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from deniable.accounting.loss import EpsilonDelta
+from deniable.curator.session import Session
+from deniable.query.testing import exact_aggregates
+
+R, M = 3, 2
+LO, HI = -5.0, 50.0
+
+
+def _events(seed: int, *, bounded: bool) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    rows = []
+    cats = ["a", "b", "c", "d", "e", None]
+    for u in range(300):
+        if bounded:
+            ks = rng.choice(cats, size=int(rng.integers(1, M + 1)), replace=False)
+            per = {k: int(rng.integers(1, R + 1)) for k in ks}
+        else:
+            heavy = u % 10 == 0
+            ks = rng.choice(cats, size=int(rng.integers(1, 6 if heavy else 3)), replace=False)
+            per = {k: int(rng.integers(1, 12 if heavy else 4)) for k in ks}
+        for k, n in per.items():
+            for _ in range(n):
+                rows.append((u, k, float(rng.normal(20, 30)), int(rng.integers(-3, 15))))
+    df = pd.DataFrame(rows, columns=["user_id", "category", "value", "qty"])
+    if not bounded:
+        special = [np.nan, np.inf, -np.inf, 1e300, -1e300, None]
+        idx = rng.choice(len(df), size=60, replace=False)
+        df["value"] = df.value.astype(object)
+        for j, i in enumerate(idx):
+            df.at[i, "value"] = special[j % len(special)]
+        df["user_id"] = df.user_id.astype(object)
+        for i in idx[:5]:
+            df.at[i, "user_id"] = None  # rows without a privacy unit are dropped
+    return df
+
+
+@pytest.fixture(scope="module")
+def sessions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Session]:
+    out = {}
+    for name, bounded in (("heavy", False), ("bounded", True)):
+        s = Session(
+            budget=EpsilonDelta(epsilon=10, delta=1e-3),
+            ledger=tmp_path_factory.mktemp(name) / "ledger.db",
+        )
+        df = _events(11, bounded=bounded)
+        # Arrow keeps NaN and NULL apart (pandas would turn NaN into NULL).
+        table = pa.table(
+            {
+                "user_id": pa.array(list(df.user_id), type=pa.int64()),
+                "category": pa.array([c if isinstance(c, str) else None for c in df.category]),
+                "value": pa.array(list(df.value), type=pa.float64(), from_pandas=False),
+                "qty": pa.array(df.qty.tolist(), type=pa.int64()),
+            }
+        )
+        s.add_table(
+            "events",
+            table,
+            privacy_unit="user_id",
+            bounds={"value": (LO, HI), "qty": (0, 10)},
+            max_groups=M,
+            max_rows=R,
+        )
+        out[name] = s
+        out[name + "_df"] = df  # type: ignore[assignment]
+    yield out
+    for k, v in out.items():
+        if isinstance(v, Session):
+            v.close()
+
+
+QUERY = (
+    "SELECT category, COUNT(*) AS n, COUNT(value) AS c, SUM(value) AS s, AVG(value) AS a, "
+    "COUNT(DISTINCT user_id) AS u, SUM(qty) AS q FROM events WHERE qty >= 0 GROUP BY category"
+)
+
+
+def _double(x: float) -> str:
+    return f"CAST('{x!r}' AS DOUBLE)"
+
+
+def _reference(plan_measures: dict[str, object], e_sum: int, e_avg: int, centre: int) -> str:
+    """The straightforward form, written by hand for QUERY (not generated)."""
+    v = "(CASE WHEN isnan(value) THEN NULL ELSE value END)"
+    # SQL's least/greatest skip NULLs; a NULL value must stay NULL.
+    clamped = f"(CASE WHEN {v} IS NULL THEN NULL ELSE least(greatest({v}, {_double(LO)}), {_double(HI)}) END)"
+    s_units = f"CAST(round({clamped} * {_double(2.0**-e_sum)}) AS BIGINT)"
+    a_units = f"(CAST(round({clamped} * {_double(2.0**-e_avg)}) AS BIGINT) - {centre})"
+    q_units = "CAST(CASE WHEN qty IS NULL THEN NULL ELSE least(greatest(qty, 0), 10) END AS BIGINT)"
+    return f"""
+    WITH r AS (
+        SELECT user_id AS u, category AS k, {v} AS c, {s_units} AS s, {v} AS ac, {a_units} AS a,
+               {q_units} AS q
+        FROM events WHERE COALESCE(TRY(qty >= 0), FALSE) AND user_id IS NOT NULL),
+    ranked AS (SELECT *, row_number() OVER (PARTITION BY u, k ORDER BY hash(1, u, k, s, q))
+               AS rn FROM r),
+    rk AS (SELECT * FROM ranked WHERE rn <= {R}),
+    parts AS (SELECT u, k, row_number() OVER (PARTITION BY u ORDER BY hash(2, u, k)) AS pr
+              FROM (SELECT DISTINCT u, k FROM rk)),
+    b AS (SELECT rk.* FROM rk JOIN parts ON rk.u = parts.u AND rk.k IS NOT DISTINCT FROM parts.k
+          WHERE pr <= {M})
+    SELECT k, count(DISTINCT u) AS units, count(*) AS n, count(c) AS c, sum(s) AS s, count(ac) AS ac,
+           sum(a) AS a, sum(q) AS q
+    FROM b GROUP BY k
+    """
+
+
+def test_optimised_bounding_equals_straightforward_reference(sessions: dict[str, Session]) -> None:
+    session = sessions["heavy"]
+    plan, compiled, exact = exact_aggregates(
+        session, QUERY, not_private=True, epsilon=1, delta=1e-6
+    )
+    kinds = [(m.kind, None if m.column is None else m.column.name) for m in plan.measures]
+    assert kinds == [
+        ("rows", None),
+        ("values", "value"),
+        ("sum", "value"),
+        ("values", "value"),
+        ("sum", "value"),
+        ("units", None),
+        ("sum", "qty"),
+    ]
+    ms = plan.measures
+    assert ms[6].exponent == 0 and ms[2].centre == 0
+    assert ms[2].exponent == ms[4].exponent  # SUM and AVG share one exact sum of the column
+    sql = _reference({}, ms[2].exponent, ms[4].exponent, ms[4].centre)
+    engine = session._engine  # the oracle runs on the same DuckDB, on the same view
+    binding = session._bindings["events"]
+    ref = engine.run(binding, sql.replace("FROM events", f'FROM "{binding.name}"')).to_pydict()
+    got = {k: i for i, k in enumerate(exact.keys)}
+    assert len(ref["k"]) == len(got) >= 5
+    assert (None,) in got  # NULL keys form a group, as in SQL
+    for j, key in enumerate(ref["k"]):
+        i = got[(key,)]
+        assert exact.units[i] == ref["units"][j]
+        assert exact.measures[ms[5].id][i] == ref["units"][j]
+        assert exact.measures[ms[0].id][i] == ref["n"][j]
+        assert exact.measures[ms[1].id][i] == ref["c"][j]
+        assert exact.measures[ms[2].id][i] == ref["s"][j]
+        assert exact.measures[ms[3].id][i] == ref["ac"][j]
+        assert exact.measures[ms[4].id][i] == ref["a"][j]
+        assert exact.measures[ms[6].id][i] == ref["q"][j]
+    # The bounding did something: the raw data has more rows than were kept.
+    raw = sessions["heavy_df"]
+    assert int(exact.measures[ms[0].id].sum()) < int((raw.qty >= 0).sum())
+
+
+def test_bounds_hold_per_unit(sessions: dict[str, Session]) -> None:
+    """No unit has more than M partitions and R rows in each after bounding."""
+    session = sessions["heavy"]
+    plan, compiled, _ = exact_aggregates(session, QUERY, not_private=True, epsilon=1, delta=1e-6)
+    binding = session._bindings["events"]
+    check = compiled.sql.split(" SELECT 0 AS __part")[0]
+    stats = session._engine.run(
+        binding,
+        check + " SELECT max(__n) AS r, max(p) AS m FROM "
+        "(SELECT __u, count(*) AS p, max(__n) AS __n FROM __kept GROUP BY __u)",
+    ).to_pydict()
+    assert stats["r"][0] == R and stats["m"][0] == M
+
+
+def _half_away(x: np.ndarray) -> np.ndarray:
+    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+
+
+def test_prebounded_data_equals_pandas(sessions: dict[str, Session]) -> None:
+    session, df = sessions["bounded"], sessions["bounded_df"]
+    plan, _, exact = exact_aggregates(session, QUERY, not_private=True, epsilon=1, delta=1e-6)
+    ms = plan.measures
+    d = df[df.qty >= 0].copy()
+    d["cl"] = d.value.clip(LO, HI)
+    d["s"] = _half_away(d.cl * 2.0 ** -ms[2].exponent)
+    d["a"] = _half_away(d.cl * 2.0 ** -ms[4].exponent) - ms[4].centre
+    d["q"] = d.qty.clip(0, 10)
+    expected = d.groupby("category", dropna=False).agg(
+        n=("value", "size"),
+        s=("s", "sum"),
+        a=("a", "sum"),
+        q=("q", "sum"),
+        u=("user_id", "nunique"),
+    )
+    got = {k[0]: i for i, k in enumerate(exact.keys)}
+    assert len(got) == len(expected)
+    for key, row in expected.iterrows():
+        i = got[None if (isinstance(key, float) and math.isnan(key)) else key]
+        assert exact.measures[ms[0].id][i] == row.n
+        assert exact.measures[ms[2].id][i] == row.s
+        assert exact.measures[ms[4].id][i] == row.a
+        assert exact.measures[ms[6].id][i] == row.q
+        assert exact.units[i] == row.u
+        # The fixed-point sum is the clamped sum up to the per-row rounding.
+        g = 2.0 ** ms[2].exponent
+        true = d.cl[d.category.isna() if key is None or key != key else d.category == key].sum()
+        assert abs(exact.measures[ms[2].id][i] * g - true) <= row.n * g / 2
+
+
+MEDIAN_QUERY = "SELECT category, COUNT(*) AS n, MEDIAN(value) AS med FROM events GROUP BY category"
+
+
+def test_quantile_path_histograms_match_reference(sessions: dict[str, Session]) -> None:
+    session = sessions["heavy"]
+    plan, compiled, exact = exact_aggregates(
+        session, MEDIAN_QUERY, not_private=True, epsilon=1, delta=1e-6
+    )
+    med = plan.measures[1]
+    assert med.kind == "histogram" and med.grid == 1000
+    v = "(CASE WHEN isnan(value) THEN NULL ELSE value END)"
+    clamped = f"(CASE WHEN {v} IS NULL THEN NULL ELSE least(greatest({v}, {_double(LO)}), {_double(HI)}) END)"
+    step = _double(med.grid / (HI - LO))
+    raw = f"CAST(round(({clamped} - {_double(LO)}) * {step}) AS BIGINT)"
+    binexpr = f"(CASE WHEN {raw} IS NULL THEN NULL ELSE least(greatest({raw}, 0), 1000) END)"
+    binding = session._bindings["events"]
+    sql = f"""
+    WITH r AS (SELECT user_id AS u, category AS k, {binexpr} AS h FROM "{binding.name}"
+               WHERE user_id IS NOT NULL),
+    ranked AS (SELECT *, row_number() OVER (PARTITION BY u, k ORDER BY hash(1, u, k, h)) AS rn
+               FROM r),
+    rk AS (SELECT * FROM ranked WHERE rn <= {R}),
+    parts AS (SELECT u, k, row_number() OVER (PARTITION BY u ORDER BY hash(2, u, k)) AS pr
+              FROM (SELECT DISTINCT u, k FROM rk)),
+    b AS (SELECT rk.* FROM rk JOIN parts ON rk.u = parts.u AND rk.k IS NOT DISTINCT FROM parts.k
+          WHERE pr <= {M})
+    SELECT k, h, count(*) AS c FROM b WHERE h IS NOT NULL GROUP BY k, h
+    """
+    ref = session._engine.run(binding, sql).to_pydict()
+    hist = exact.histograms[med.id]
+    total = 0
+    for k, h, c in zip(ref["k"], ref["h"], ref["c"], strict=True):
+        assert hist[(k,)][h] == c
+        total += c
+    assert total == sum(int(x.sum()) for x in hist.values())
+    # NULL and NaN values are in no bin
+    raw_values = sessions["heavy_df"].value
+    assert total < int(raw_values.notna().sum())
