@@ -1,4 +1,11 @@
-"""deniable: differential privacy you can query, account for and explain."""
+"""deniable: differential privacy you can query, account for and explain.
+
+The entry point is :class:`deniable.Session` (``deniable.curator.session.Session``). It is
+imported on first use so that ``import deniable.noise`` stays light (the query stack pulls in
+DuckDB, sqlglot and pandas).
+"""
+
+from typing import TYPE_CHECKING
 
 from deniable.errors import (
     BudgetExceeded,
@@ -11,7 +18,18 @@ from deniable.errors import (
     UnsafeQuery,
 )
 
+if TYPE_CHECKING:
+    from deniable.curator.session import Session
+
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    if name == "Session":
+        from deniable.curator.session import Session
+
+        return Session
+    raise AttributeError(f"module 'deniable' has no attribute {name!r}")
 
 __all__ = [
     "BudgetExceeded",
@@ -21,6 +39,7 @@ __all__ = [
     "LedgerError",
     "PrivacyWarning",
     "SQLError",
+    "Session",
     "UnsafeQuery",
     "__version__",
 ]
