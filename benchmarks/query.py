@@ -48,6 +48,23 @@ FLOORS = {
         "count(*) AS n, sum(value) AS s FROM events GROUP BY user_id, category) GROUP BY category"
     ),
 }
+# The straightforward bounding, for comparison: rank every row within (user, category) and
+# every (user, category) within user by window functions, then aggregate.
+WINDOW_BOUNDING = """
+WITH r AS (
+  SELECT user_id AS u, category AS k,
+         CASE WHEN value IS NULL OR isnan(value) THEN NULL
+              ELSE least(greatest(value, 0.0), 100.0) END AS v FROM events),
+ranked AS (SELECT *, row_number() OVER (PARTITION BY u, k ORDER BY hash(1, u, k, v)) AS rn
+           FROM r),
+kept_rows AS (SELECT * FROM ranked WHERE rn <= 10 AND rn > 0),
+parts AS (SELECT u, k, row_number() OVER (PARTITION BY u ORDER BY hash(2, u, k)) AS pr
+          FROM (SELECT DISTINCT u, k FROM kept_rows)),
+bounded AS (SELECT kept_rows.* FROM kept_rows SEMI JOIN parts
+            ON kept_rows.u = parts.u AND kept_rows.k = parts.k AND parts.pr <= 5)
+SELECT k, count(*), sum(v), count(v) FROM bounded GROUP BY k
+"""
+OPERATORS = ("HASH_GROUP_BY", "WINDOW", "HASH_JOIN", "PROJECTION", "other")
 POLICY = {"privacy_unit": "user_id", "bounds": {"value": (0, 100)}, "max_groups": 5, "max_rows": 10}
 
 
@@ -148,6 +165,7 @@ def measure(n: int, repeat: int, tmp: Path) -> dict[str, object]:
     runs = {
         "plain": lambda i: con.sql(FLOORS["plain"]).fetchall(),
         "two-level": lambda i: con.sql(FLOORS["two-level"]).fetchall(),
+        "window bounding (reference)": lambda i: con.sql(WINDOW_BOUNDING).fetchall(),
         "dp engine": lambda i: public._engine.run(binding, engine_sql),
         "dp": dp,
         "dp private keys": dp_private,
@@ -160,6 +178,11 @@ def measure(n: int, repeat: int, tmp: Path) -> dict[str, object]:
             times[name].append(time.perf_counter() - t0)
     best = {k: min(v) for k, v in times.items()}
     memory = {k: _memory(parquet, k) for k in ("plain", "two-level", "dp", "dp-private")}
+    cpu = {
+        "two-level": _cpu(con, FLOORS["two-level"], tmp),
+        "window bounding (reference)": _cpu(con, WINDOW_BOUNDING, tmp),
+        "dp engine": _cpu(con, engine_sql.replace(f'"{binding.name}"', '"events"'), tmp),
+    }
     public.close()
     private.close()
     return {
@@ -170,7 +193,34 @@ def measure(n: int, repeat: int, tmp: Path) -> dict[str, object]:
         "heavy_partitions": shape[1],
         "users": users[0],
         "crowded_users": users[1],
+        "cpu": cpu,
     }
+
+
+def _cpu(con, sql: str, tmp: Path) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    """CPU seconds by operator type, from DuckDB's JSON profile of one run of ``sql``."""
+    out = tmp / "profile.json"
+    con.execute("PRAGMA enable_profiling = 'json'")
+    con.execute(f"PRAGMA profiling_output = '{out}'")
+    try:
+        con.sql(sql).fetchall()
+    finally:
+        con.execute("PRAGMA disable_profiling")
+    totals: dict[str, float] = {}
+
+    def walk(node: dict[str, object]) -> None:
+        kind = str(node.get("type", ""))
+        key = kind if kind in OPERATORS else "other"
+        timing = node.get("timing", 0.0)
+        totals[key] = totals.get(key, 0.0) + (
+            float(timing) if isinstance(timing, int | float) else 0.0
+        )
+        for child in node.get("children", []) or []:  # type: ignore[attr-defined]
+            walk(child)
+
+    for op in json.loads(out.read_text()).get("operator", []):
+        walk(op)
+    return totals
 
 
 def report(results: list[dict[str, object]], repeat: int) -> str:
@@ -223,12 +273,37 @@ def report(results: list[dict[str, object]], repeat: int) -> str:
     lines += [
         "",
         (
-            "How the bounding stays cheap: the generated SQL aggregates per (user, category) once "
-            "(the two-level floor's first step), keeps each user's 5 partitions ranked first by a "
-            "keyed hash with a window over those pairs (not over rows), and re-reads rows only for "
-            "the kept pairs holding more than 10 rows, ranked by a keyed row hash. A plain "
-            "window-function bounding (rank every row, then every partition) costs about 3× the "
-            "two-level floor."
+            "How the bounding is done: the generated SQL aggregates per (user, category) once "
+            "(the two-level floor's first step), keeps each user's 5 partitions ranked first by "
+            "a keyed hash with a window over those pairs (not over rows), and re-reads rows only "
+            "for the kept pairs holding more than 10 rows, ranked by a keyed row hash. `window "
+            "bounding (reference)` is the straightforward form, hand-written and noise-free: "
+            "rank every row, then every partition, with window functions."
+        ),
+        "",
+        (
+            "Where the time goes at the largest N (DuckDB's profiler, CPU seconds summed over "
+            "threads, by operator):"
+        ),
+        "",
+        "| query | " + " | ".join(OPERATORS) + " | total |",
+        "|---|" + "---|" * (len(OPERATORS) + 1),
+    ]
+    last = results[-1]
+    cpu = last["cpu"]
+    assert isinstance(cpu, dict)
+    for name, ops in cpu.items():
+        total = sum(ops.values())
+        cells = " | ".join(f"{ops.get(o, 0.0):.2f}" for o in OPERATORS)
+        lines.append(f"| {name} | {cells} | {total:.2f} |")
+    lines += [
+        "",
+        (
+            "The target of 2× the two-level floor at 10⁷ rows is not reached on this data: a "
+            "quarter of the users exceed 5 categories and hold 70% of the (user, category) "
+            "pairs, so the per-user window over pairs (the `WINDOW` column) has nearly as many "
+            "rows as the floor's output, and the first aggregation carries the clamping and "
+            "fixed-point rounding that make sums exact."
         ),
         "",
         (

@@ -96,3 +96,15 @@ def test_engine_capabilities_change_spelling_not_results(tmp_path, query: str) -
         }
     a.close()
     b.close()
+
+
+def test_engine_runs_only_one_select(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from deniable.errors import InternalError
+
+    s = _session(tmp_path)
+    binding = s._bindings["t"]
+    for bad in ("SELECT 1; DROP TABLE x", f'DROP VIEW "{binding.name}"', "PRAGMA version"):
+        with pytest.raises(InternalError):
+            s._engine.check(binding, bad)
+    assert len(s._engine.run(binding, f'SELECT * FROM "{binding.name}"')) == len(_frame())
+    s.close()

@@ -24,7 +24,7 @@ import duckdb
 from sqlglot import exp
 
 from deniable.engines.base import Capabilities, TableBinding
-from deniable.errors import DeniableError, InvalidParameter, SQLError
+from deniable.errors import DeniableError, InternalError, InvalidParameter, SQLError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -172,8 +172,16 @@ class DuckDBEngine:
         Raises:
             SQLError: DuckDB refused the generated query at bind time (e.g. the WHERE clause
                 compares text with a number). This depends only on the schema.
+            InternalError: the text is not exactly one SELECT statement (a bug).
         """
         runner = self._runner(binding)
+        # Defence in depth: deniable only ever runs one SELECT it generated itself.
+        try:
+            statements = self._con.extract_statements(sql)
+        except duckdb.Error:
+            raise InternalError("the generated SQL does not parse") from None
+        if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
+            raise InternalError("the generated SQL is not exactly one SELECT statement")
         try:
             runner(sql)
         except (duckdb.BinderException, duckdb.ParserException, duckdb.CatalogException) as e:

@@ -80,7 +80,7 @@ class AnswerMetadata:
         cost: what the answer cost when it was first computed.
         remaining: the dataset's budget left after this call.
         level: confidence level of the intervals.
-        bounds: clamping range of each aggregated column.
+        bounds: clamping range used by each output column that clamps (by output name).
         max_groups: partitions per privacy unit kept (effective).
         max_rows: rows per privacy unit and partition kept.
         privacy_unit: the privacy unit column, or None for row-level privacy.

@@ -500,8 +500,6 @@ def _parse_count(node: exp.Expression | None, what: str, text: str) -> int | Non
     if node is None:
         return None
     value = node.args.get("expression") if isinstance(node, exp.Limit | exp.Offset) else node
-    if isinstance(node, exp.Offset):
-        value = node.args.get("expression")
     if isinstance(value, exp.Literal) and not value.is_string and value.this.isdigit():
         return int(value.this)
     raise refuse(f"{what} needs a non-negative integer literal", node, text)

@@ -60,9 +60,10 @@ from deniable.query.parse import AggregateFunc
 
 ROW_UNITS_LOG2 = 30
 """Per-row fixed point: the noise scale of a sum is 2^30 to 2^31 units of the row grid."""
-NOISE_UNITS_LOG2 = 21
-"""Noise scales above 2^22 units are brought to 2^21–2^22 units of a coarser grid (the exact
-samplers' range ends at 2^24); exact measures are rounded to it once, the slack paid for."""
+NOISE_UNITS_LOG2 = 24
+"""Noise scales above 2^25 units are brought to 2^24–2^25 units of a coarser grid (well
+inside the exact samplers' fast range); exact measures are rounded to it once, the slack
+paid for."""
 MAX_GAUSSIAN_SIGMA2 = Fraction(2**60)
 QUANTILE_GRID = 1000
 """Default number of steps of the quantile candidate grid ``lower + j·(upper − lower)/B``."""
@@ -665,7 +666,7 @@ def _noise(
     """Mechanism, rounding shift and mechanism sensitivity of an exact integer measure.
 
     The exact per-partition integer is rounded to a multiple of ``2^shift`` (half up) before
-    noise when its noise scale exceeds 2^22 units, so that it is 2^21–2^22 coarse units. The
+    noise when its noise scale exceeds 2^25 units, so that it is 2^24–2^25 coarse units. The
     rounding may move each of the ``m`` partitions a unit touches one more coarse unit apart,
     so the sensitivity given to the mechanism is ``floor(L₁/2^shift) + m`` in L1 norm and
     ``L₂/2^shift + √m`` in L2 norm (``L`` itself when ``shift = 0``).

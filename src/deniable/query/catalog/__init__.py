@@ -327,7 +327,7 @@ def canonical_unit(value: object) -> int | str:
     their canonical forms are equal.
 
     Examples:
-        >>> canonical_unit("e\\u0301") == canonical_unit("\\u00e9")
+        >>> canonical_unit("e\u0301") == canonical_unit("\u00e9")
         True
         >>> canonical_unit(" Bob") == canonical_unit("Bob")
         False

@@ -161,7 +161,7 @@ def _sql_error(message: str, pos: Position | None) -> SQLError:
     return SQLError(message, line=pos.line, column=pos.column)
 
 
-def resolve_table(catalog: Mapping[str, TableInfo], name: str, parsed: ParsedQuery) -> TableInfo:
+def resolve_table(catalog: Mapping[str, TableInfo], name: str) -> TableInfo:
     """Find ``name`` in the catalog (exact, else unique case-insensitive match).
 
     Raises:
@@ -199,7 +199,7 @@ def validate(
         UnsafeQuery: a construct that would release rows or unbounded values.
         InvalidParameter: malformed options.
     """
-    table = resolve_table(catalog, parsed.table, parsed)
+    table = resolve_table(catalog, parsed.table)
     policy = table.policy
     text = parsed.text
 
