@@ -39,8 +39,8 @@ from deniable.anonymize import (
     smallest_k,
     strongly_safe,
 )
-from deniable.sampling.positional import bernoulli_sample
 from deniable.anonymize.dps import _m_t
+from deniable.sampling.positional import bernoulli_sample
 
 T = TypeVar("T")
 U = TypeVar("U")

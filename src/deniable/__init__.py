@@ -31,6 +31,7 @@ def __getattr__(name: str) -> object:
         return Session
     raise AttributeError(f"module 'deniable' has no attribute {name!r}")
 
+
 __all__ = [
     "BudgetExceeded",
     "DeniableError",

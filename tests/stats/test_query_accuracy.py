@@ -18,8 +18,6 @@ hundredth of the ε.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest

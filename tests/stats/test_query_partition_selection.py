@@ -14,8 +14,6 @@ forgetting that one person can be in ``m`` groups — must be rejected (rate δ 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest

@@ -140,7 +140,7 @@ def test_budget_refusal_costs_nothing_and_says_what_is_left(ledger: Path) -> Non
     s = Session(budget=Epsilon(epsilon=1), ledger=ledger)
     s.add_table("t", _frame())
     s.sql("SELECT COUNT(*) AS n FROM t", epsilon=0.75)
-    with pytest.raises(BudgetExceeded, match="0.25") as info:
+    with pytest.raises(BudgetExceeded, match=r"0\.25") as info:
         s.sql("SELECT COUNT(*) AS m FROM t", epsilon=0.5)
     assert info.value.remaining == Epsilon(epsilon=0.25)
     assert s.budget.spent == Epsilon(epsilon=0.75) and len(s.budget.history) == 1

@@ -81,7 +81,7 @@ def sessions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Session]:
         out[name] = s
         out[name + "_df"] = df  # type: ignore[assignment]
     yield out
-    for k, v in out.items():
+    for _k, v in out.items():
         if isinstance(v, Session):
             v.close()
 
@@ -124,7 +124,7 @@ def _reference(plan_measures: dict[str, object], e_sum: int, e_avg: int, centre:
 
 def test_optimised_bounding_equals_straightforward_reference(sessions: dict[str, Session]) -> None:
     session = sessions["heavy"]
-    plan, compiled, exact = exact_aggregates(
+    plan, _compiled, exact = exact_aggregates(
         session, QUERY, not_private=True, epsilon=1, delta=1e-6
     )
     kinds = [(m.kind, None if m.column is None else m.column.name) for m in plan.measures]
@@ -165,7 +165,7 @@ def test_optimised_bounding_equals_straightforward_reference(sessions: dict[str,
 def test_bounds_hold_per_unit(sessions: dict[str, Session]) -> None:
     """No unit has more than M partitions and R rows in each after bounding."""
     session = sessions["heavy"]
-    plan, compiled, _ = exact_aggregates(session, QUERY, not_private=True, epsilon=1, delta=1e-6)
+    _plan, compiled, _ = exact_aggregates(session, QUERY, not_private=True, epsilon=1, delta=1e-6)
     binding = session._bindings["events"]
     check = compiled.sql.split(" SELECT 0 AS __part")[0]
     stats = session._engine.run(
@@ -216,7 +216,7 @@ MEDIAN_QUERY = "SELECT category, COUNT(*) AS n, MEDIAN(value) AS med FROM events
 
 def test_quantile_path_histograms_match_reference(sessions: dict[str, Session]) -> None:
     session = sessions["heavy"]
-    plan, compiled, exact = exact_aggregates(
+    plan, _compiled, exact = exact_aggregates(
         session, MEDIAN_QUERY, not_private=True, epsilon=1, delta=1e-6
     )
     med = plan.measures[1]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 import math
 from fractions import Fraction
 
@@ -28,7 +29,7 @@ def test_keep_probabilities_satisfy_every_dp_constraint_exactly(
     e_eps_low = Fraction(2**200, hi)  # ≤ e^ε: checking with it is the stronger test
     pi = [table.probability(n) for n in range(table.certain_from + 2)]
     assert pi[0] == 0 and pi[-1] == 1
-    for a, b in zip(pi, pi[1:], strict=False):
+    for a, b in itertools.pairwise(pi):
         assert a <= b  # monotone, so the reverse constraints hold
         assert b <= e_eps_low * a + delta  # P[keep | n+1] ≤ e^ε P[keep | n] + δ
         assert 1 - a <= e_eps_low * (1 - b) + delta  # P[drop | n] ≤ e^ε P[drop | n+1] + δ
