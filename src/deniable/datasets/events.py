@@ -28,7 +28,7 @@ def events(n: int, *, seed: int = 0) -> pa.Table:
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise InvalidParameter("n must be a positive integer")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(seed)  # test-only: synthetic data generation, never a release path
     n_users = max(1, n // 10)
     sizes = np.arange(1, MAX_ROWS_PER_USER + 1)
     p = sizes**-1.5

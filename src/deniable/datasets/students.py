@@ -42,7 +42,7 @@ def students(n: int = 2000, *, seed: int = 0) -> pd.DataFrame:
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise InvalidParameter("n must be a positive integer")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(seed)  # test-only: synthetic data generation, never a release path
     start = dt.date(1990, 1, 1).toordinal()
     end = dt.date(2000, 12, 31).toordinal()
     births = [dt.date.fromordinal(int(d)) for d in rng.integers(start, end + 1, n)]
@@ -76,7 +76,7 @@ def marks(people: pd.DataFrame, *, seed: int = 0) -> pd.DataFrame:
         >>> bool(m.mark.between(0, 100).all())
         True
     """
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(seed)  # test-only: synthetic data generation, never a release path
     ids, mods, scores = [], [], []
     for sid in people["student_id"]:
         k = int(rng.integers(1, len(MODULES) + 1))
