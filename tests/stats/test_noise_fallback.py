@@ -92,9 +92,11 @@ tables)."""
 def _clear_noise_caches() -> None:
     for modname, module in list(sys.modules.items()):
         if modname.startswith("deniable.noise"):
-            for value in vars(module).values():
+            for name, value in vars(module).items():
                 if callable(getattr(value, "cache_clear", None)):
                     value.cache_clear()
+                elif name == "clear_tables" and callable(value):
+                    value()
 
 
 def _widen_filter(monkeypatch: pytest.MonkeyPatch, rel: float) -> None:

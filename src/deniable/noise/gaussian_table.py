@@ -17,9 +17,9 @@ almost every acceptance by a table lookup; the rest are decided exactly
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
@@ -57,16 +57,30 @@ def _weights(sigma2: float, K: int) -> npt.NDArray[np.float64]:
     return w
 
 
-_CACHED: set[Fraction] = set()
+_TABLES: OrderedDict[Fraction, _Table] = OrderedDict()
+_MAX_TABLES = 16
 
 
 def build_table(sigma2: Fraction) -> _Table:
-    """Return the exact proposal table and acceptance thresholds for ``σ²`` (cached)."""
-    _CACHED.add(sigma2)
-    return _build_table(sigma2)
+    """Return the exact proposal table and acceptance thresholds for ``σ²``.
+
+    The 16 most recently used tables are kept; this dict is the only record of what is built.
+    """
+    table = _TABLES.get(sigma2)
+    if table is None:
+        table = _build_table(sigma2)
+        _TABLES[sigma2] = table
+        while len(_TABLES) > _MAX_TABLES:
+            _TABLES.popitem(last=False)
+    _TABLES.move_to_end(sigma2)
+    return table
 
 
-@lru_cache(maxsize=16)
+def clear_tables() -> None:
+    """Forget every built table (tests that change the filter margins rebuild them)."""
+    _TABLES.clear()
+
+
 def _build_table(sigma2: Fraction) -> _Table:
     s2 = float(sigma2)
     # K: last k whose share is ≥ 2^-30; the rest goes to the tail branch (a few draws in 10^7).
@@ -133,7 +147,7 @@ def _build_table(sigma2: Fraction) -> _Table:
 
 def is_cached(sigma2: Fraction) -> bool:
     """Whether the table for ``σ²`` is already built (large tables cost ~0.5 s to build)."""
-    return sigma2 in _CACHED
+    return sigma2 in _TABLES
 
 
 def _scaled_exp_bounds(gamma: Fraction, factor: Fraction, prec: int) -> tuple[int, int]:
