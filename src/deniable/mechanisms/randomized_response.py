@@ -134,12 +134,13 @@ def coin_rr_estimate(n_yes: int, n: int, q: RationalLike) -> float:
     ``(y − (1−q)/2)/q`` with ``y = n_yes/n``. Post-processing: costs nothing.
 
     Examples:
-        >>> round(coin_rr_estimate(400, 1000, 0.5), 10)
+        >>> coin_rr_estimate(400, 1000, 0.5)
         0.3
     """
     if n <= 0 or not 0 <= n_yes <= n:
         raise InvalidParameter("need 0 ≤ n_yes ≤ n and n > 0")
-    qf = float(to_fraction(q, "q"))
+    qf = to_fraction(q, "q")
     if not 0 < qf <= 1:
         raise InvalidParameter("q must be in (0, 1]")
-    return (n_yes / n - (1 - qf) / 2) / qf
+    # Exact rational arithmetic, rounded once: 400 of 1000 at q = 1/2 is exactly 0.3.
+    return float((Fraction(n_yes, n) - (1 - qf) / 2) / qf)
