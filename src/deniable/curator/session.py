@@ -20,6 +20,7 @@ import json
 import os
 import warnings
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from fractions import Fraction
 from types import MappingProxyType
@@ -28,11 +29,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from deniable.accounting.amplification import sampling_rate
+from deniable.accounting.conversions import convert
 from deniable.accounting.filter import BudgetFilter
 from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
 from deniable.engines.base import Engine, TableBinding
 from deniable.engines.duckdb import DuckDBEngine
-from deniable.errors import BudgetExceeded, InvalidParameter, PrivacyWarning
+from deniable.errors import BudgetExceeded, InternalError, InvalidParameter, PrivacyWarning
 from deniable.ledger import Charge, Ledger
 from deniable.noise.source import RandomSource, resolve
 from deniable.query.answer import (
@@ -47,7 +50,13 @@ from deniable.query.catalog.validate import validate
 from deniable.query.parse import parse
 from deniable.query.plan import QUANTILE_GRID, DPPlan, check_loss, make_plan, requested_loss
 from deniable.query.release import ExactAggregates, NoisyAnswer, read_result, release
-from deniable.query.rewrite.compile import CompiledQuery, Secrets, compile_plan
+from deniable.query.rewrite.compile import (
+    CompiledQuery,
+    Secrets,
+    compile_plan,
+    unit_identity_sql,
+)
+from deniable.sampling.account import SampleAccount
 
 CACHE_KEY_VERSION = 1
 
@@ -138,6 +147,7 @@ class Session:
         self._analyst = analyst
         self._tables: dict[str, TableInfo] = {}
         self._bindings: dict[str, TableBinding] = {}
+        self._samples: dict[str, SampleAccount] = {}
         try:
             self._ledger.register(dataset, budget)
         except BaseException:
@@ -157,6 +167,7 @@ class Session:
         max_rows: int | None = None,
         public_keys: Mapping[str, Sequence[object]] | None = None,
         version: str | None = None,
+        sample_rate: float | Fraction | None = None,
     ) -> TableInfo:
         """Register a table. Its rows stay in the engine; only its schema is read here.
 
@@ -173,17 +184,30 @@ class Session:
             public_keys: declared domains of group-key columns (public; all are output).
             version: the data version for the answer cache (default: a content fingerprint
                 computed in the engine; re-register after changing the data).
+            sample_rate: answer queries on a Bernoulli(β) sample of the privacy units
+                instead of the whole table (β ∈ (0, 1]). The sample is drawn once, here, in
+                the engine, with a secret key from the session's randomness; every privacy
+                unit (in its canonical form) is kept or dropped with all its rows. Queries
+                on it are charged the amplified loss of Li–Qardaji–Su Theorem 1: the *n*-th
+                query costs ``amplify(L₁ + … + Lₙ) − amplify(L₁ + … + Lₙ₋₁)`` where
+                ``amplify(ε, δ) = (ln(1 + β(e^ε − 1)), βδ)``, so the session's charges for the
+                sample add up to the amplified loss of everything asked of it. Answers
+                describe the sample (divide counts and sums by β to estimate the table's;
+                the intervals cover the noise, not the sampling error). Needs an ``Epsilon``
+                or ``EpsilonDelta`` budget. The sample lives as long as the session.
 
         Returns:
             The table's catalog entry (public metadata).
 
         Raises:
-            InvalidParameter: unknown columns, bad bounds, unsupported source, duplicate name.
+            InvalidParameter: unknown columns, bad bounds, unsupported source, duplicate name,
+                a sampling rate outside (0, 1] or with a ρ-zCDP budget.
         """
         if not isinstance(name, str) or not name:
             raise InvalidParameter("name must be a non-empty string")
         if any(n.lower() == name.lower() for n in self._tables):
             raise InvalidParameter(f"a table named {name!r} is already registered")
+        rate = None if sample_rate is None else self._sample_rate(sample_rate)
         binding = self._engine.bind(name, source, version=version)
         columns = tuple(Column(c, t, kind_of(t)) for c, t in binding.columns)
         policy = make_policy(
@@ -195,10 +219,37 @@ class Session:
             max_rows=max_rows,
             public_keys=public_keys,
         )
-        info = TableInfo(name=name, columns=columns, policy=policy, version=binding.version)
+        if rate is not None:
+            unit = policy.privacy_unit
+            identity = (
+                None
+                if unit is None
+                else unit_identity_sql(
+                    next(c for c in columns if c.name == unit), self._engine.capabilities
+                )
+            )
+            binding = self._engine.sample(
+                binding, rate=rate, identity=identity, source=self._source
+            )
+            self._samples[name] = SampleAccount(rate=rate)
+        info = TableInfo(
+            name=name,
+            columns=columns,
+            policy=policy,
+            version=binding.version,
+            sample_rate=rate,
+        )
         self._tables[name] = info
         self._bindings[name] = binding
         return info
+
+    def _sample_rate(self, sample_rate: float | Fraction) -> Fraction:
+        if isinstance(self._budget, Rho):
+            raise InvalidParameter(
+                "sample_rate needs an Epsilon or EpsilonDelta budget: amplification by "
+                "sampling (Li–Qardaji–Su) is stated for (ε, δ)-DP, not ρ-zCDP"
+            )
+        return sampling_rate(sample_rate)
 
     @property
     def tables(self) -> Mapping[str, TableInfo]:
@@ -318,25 +369,36 @@ class Session:
                 remaining=self._ledger.remaining(self._dataset),
                 cached=True,
             )
-        self._precheck_budget(plan.loss)
-        _, exact = self._exact(plan, self._secrets())
-        check_loss(plan)
-        charge = self._ledger.charge(
-            self._dataset,
-            plan.loss,
-            analyst=self._analyst,
-            query_key=key,
-            query_text=query,
-            details=plan.describe(),
-        )
+        account = self._samples.get(plan.query.table.name)
+        with nullcontext(None) if account is None else account.pending(plan.loss) as amplified:
+            cost = plan.loss if amplified is None else self._sampled_cost(plan, amplified)
+            self._precheck_budget(cost)
+            _, exact = self._exact(plan, self._secrets())
+            check_loss(plan)
+            details = plan.describe()
+            if account is not None:
+                details["sampling"] = {
+                    "rate": str(account.rate),
+                    "loss_on_sample": loss_to_json(plan.loss),
+                    "charged": loss_to_json(cost),
+                }
+            charge = self._ledger.charge(
+                self._dataset,
+                cost,
+                analyst=self._analyst,
+                query_key=key,
+                query_text=query,
+                details=details,
+            )
         # Only now, after the commit, is anything computed from the data made public.
         noisy = release(plan, exact, source=self._source)
         answer = build_answer(
             plan,
             noisy,
-            loss=plan.loss,
+            loss=cost,
             remaining=self._ledger.remaining(self._dataset),
             charge_id=charge.id,
+            sample_rate=None if account is None else account.rate,
         )
         self._ledger.store_answer(charge.id, answer.to_bytes())
         return answer
@@ -356,6 +418,13 @@ class Session:
                 requested=loss,
                 remaining=left,
             )
+
+    def _sampled_cost(self, plan: DPPlan, amplified: EpsilonDelta) -> PrivacyLoss:
+        """The amplified cost in the budget's kind; never more than the plan's own loss."""
+        cost: PrivacyLoss = convert(amplified, type(plan.loss))
+        if not cost <= plan.loss:  # type: ignore[operator]
+            raise InternalError("the amplified loss exceeds the loss on the sample")
+        return cost
 
     def _secrets(self) -> Secrets:
         words = resolve(self._source).words(2)
@@ -427,6 +496,7 @@ def build_answer(
     loss: PrivacyLoss,
     remaining: PrivacyLoss,
     charge_id: int | None,
+    sample_rate: Fraction | None = None,
 ) -> Answer:
     """Assemble the answer frame (keys, values, intervals) and metadata; post-processing only."""
     data: dict[str, object] = {}
@@ -489,5 +559,7 @@ def build_answer(
         notes={c.name: c.note for c in noisy.columns if c.note},
         partition_selection=selection,
         charge_id=charge_id,
+        sample_rate=None if sample_rate is None else float(sample_rate),
+        loss_on_sample=None if sample_rate is None else plan.loss,
     )
     return Answer(frame, meta)

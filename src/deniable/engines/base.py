@@ -1,8 +1,9 @@
-"""What the query compiler needs from an engine: declared capabilities and four calls.
+"""What the query compiler needs from an engine: declared capabilities and five calls.
 
 Engines are thin adapters. The compiler reads :class:`Capabilities` (never an engine's name)
 to choose how to spell the generated SQL; the session calls :meth:`Engine.bind` once per
-table and then :meth:`Engine.check` and :meth:`Engine.run` with SQL that deniable generated.
+table (and :meth:`Engine.sample` for a table queried through a sample) and then
+:meth:`Engine.check` and :meth:`Engine.run` with SQL that deniable generated.
 No engine ever receives the analyst's text.
 """
 
@@ -13,7 +14,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 if TYPE_CHECKING:
+    from fractions import Fraction
+
     import pyarrow as pa
+
+    from deniable.noise.source import RandomSource
+
+SAMPLE_ALIAS = "__t"
+"""The alias of the table in the identity expression given to :meth:`Engine.sample` (the
+compiler's alias of the source table)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +79,21 @@ class Engine(Protocol):
 
     def run(self, binding: TableBinding, sql: str) -> pa.Table:
         """Run generated SQL and return its (aggregated) result."""
+        ...
+
+    def sample(
+        self,
+        binding: TableBinding,
+        *,
+        rate: Fraction,
+        identity: str | None,
+        source: RandomSource | None = None,
+    ) -> TableBinding:
+        """Materialise a Bernoulli(``rate``) sample of privacy units; return its binding.
+
+        ``identity`` is an SQL expression of a unit's text identity over the table aliased
+        :data:`SAMPLE_ALIAS` (None: rows are units).
+        """
         ...
 
     def close(self) -> None:

@@ -16,15 +16,20 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
+import uuid
 from collections.abc import Callable
+from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import duckdb
 from sqlglot import exp
 
-from deniable.engines.base import Capabilities, TableBinding
+from deniable.engines.base import SAMPLE_ALIAS, Capabilities, TableBinding
 from deniable.errors import DeniableError, InternalError, InvalidParameter, SQLError
+from deniable.noise.source import RandomSource
+from deniable.sampling.bernoulli import BernoulliFilter
+from deniable.sampling.positional import bernoulli_sample
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -85,6 +90,7 @@ class DuckDBEngine:
         if memory_limit is not None:
             self._con.execute(f"SET memory_limit = {literal(memory_limit)}")
         self._runners: dict[str, Runner] = {}
+        self._local: set[str] = set()  # bindings readable by the engine's own connection
         self._counter = itertools.count()
 
     @property
@@ -121,6 +127,7 @@ class DuckDBEngine:
                 raise InvalidParameter("file sources must be Parquet (.parquet) or CSV (.csv)")
             self._con.execute(f"CREATE VIEW {quote(internal)} AS SELECT * FROM {reader}")
             runner = self._con.sql
+            self._local.add(internal)
         elif isinstance(source, duckdb.DuckDBPyConnection):
             if source is self._con:
                 raise InvalidParameter("pass your own DuckDB connection, not the engine's")
@@ -143,6 +150,7 @@ class DuckDBEngine:
         elif _is_frame(source):
             self._con.register(internal, source)
             runner = self._con.sql
+            self._local.add(internal)
         else:
             raise InvalidParameter(
                 "source must be a Parquet/CSV path, a pandas or polars DataFrame, an Arrow "
@@ -154,6 +162,66 @@ class DuckDBEngine:
         if version is None:
             version = self._fingerprint(runner, internal, columns)
         return TableBinding(name=internal, columns=columns, version=version)
+
+    def sample(
+        self,
+        binding: TableBinding,
+        *,
+        rate: Fraction,
+        identity: str | None,
+        source: RandomSource | None = None,
+    ) -> TableBinding:
+        """Materialise a Bernoulli(``rate``) sample of a bound table in the engine; bind it.
+
+        Each privacy unit is kept independently with probability at most ``rate``: with
+        ``identity`` (an SQL expression of a unit's canonical text identity over the table
+        aliased :data:`~deniable.engines.base.SAMPLE_ALIAS`, see
+        :func:`deniable.query.rewrite.compile.unit_identity_sql`) through a secret keyed hash
+        (:class:`~deniable.sampling.bernoulli.BernoulliFilter`), so that all rows of a unit
+        share one coin; without it each row is its own unit and gets an exact Bernoulli bit
+        from the CSPRNG (:func:`~deniable.sampling.positional.bernoulli_sample`). The sample
+        is a temporary table of the engine's connection; rows of sources living in another
+        connection stream through Arrow into it, never into Python objects. Nothing is
+        released and nothing is charged; queries on the sample are charged amplified losses
+        by the caller.
+
+        Raises:
+            InvalidParameter: ``binding`` is not bound to this engine.
+            EngineError: DuckDB failed while drawing the sample.
+        """
+        runner = self._runner(binding)
+        name = f"__deniable_sample_{next(self._counter)}"
+        staged: str | None = None
+        try:
+            if binding.name in self._local:
+                relation = quote(binding.name)
+            else:
+                staged = f"__deniable_stage_{next(self._counter)}"
+                reader = runner(f"SELECT * FROM {quote(binding.name)}").to_arrow_reader()
+                self._con.register(staged, reader)
+                relation = quote(staged)
+            if identity is None:
+                table = bernoulli_sample(self._con, relation, "*", rate, source=source)
+                self._con.execute(f"ALTER TABLE {table} RENAME TO {quote(name)}")
+            else:
+                where, params = BernoulliFilter(rate=rate, source=source).predicate(identity)
+                self._con.execute(
+                    f"CREATE TEMP TABLE {quote(name)} AS "
+                    f"SELECT * FROM {relation} AS {SAMPLE_ALIAS} WHERE {where}",
+                    params,
+                )
+        except duckdb.Error as e:
+            raise EngineError(
+                f"the engine failed while drawing the sample ({type(e).__name__})"
+            ) from None
+        finally:
+            if staged is not None:
+                self._con.unregister(staged)
+        self._runners[name] = self._con.sql
+        self._local.add(name)
+        # Each sample is new data: its version never repeats (a public label, not a secret).
+        version = f"{binding.version}/sample-{uuid.uuid4().hex}"
+        return TableBinding(name=name, columns=binding.columns, version=version)
 
     def _fingerprint(
         self, runner: Runner, internal: str, columns: tuple[tuple[str, str], ...]
@@ -213,6 +281,7 @@ class DuckDBEngine:
     def close(self) -> None:
         """Close the private connection (caller-owned connections are left open)."""
         self._runners.clear()
+        self._local.clear()
         self._con.close()
 
 

@@ -89,6 +89,11 @@ class AnswerMetadata:
         partition_selection: how group keys were released.
         cached: whether this answer was served from the cache.
         charge_id: the ledger charge that paid for the answer.
+        sample_rate: the rate ``β`` of the Bernoulli sample of privacy units the answer was
+            computed on (its values describe the sample, and its cost is the amplified
+            loss), or None when it was computed on the whole table.
+        loss_on_sample: the loss of the answer's mechanisms on the sample, before
+            amplification (None without sampling).
     """
 
     query: str
@@ -105,6 +110,8 @@ class AnswerMetadata:
     partition_selection: str | None = None
     cached: bool = False
     charge_id: int | None = None
+    sample_rate: float | None = None
+    loss_on_sample: PrivacyLoss | None = None
 
     def to_json(self) -> dict[str, Any]:
         """JSON-compatible form (the stored part: not ``loss``/``remaining``/``cached``)."""
@@ -120,6 +127,10 @@ class AnswerMetadata:
             "notes": self.notes,
             "partition_selection": self.partition_selection,
             "charge_id": self.charge_id,
+            "sample_rate": self.sample_rate,
+            "loss_on_sample": None
+            if self.loss_on_sample is None
+            else loss_to_json(self.loss_on_sample),
         }
 
 
@@ -236,6 +247,10 @@ class Answer:
             partition_selection=data["partition_selection"],
             cached=cached,
             charge_id=data["charge_id"],
+            sample_rate=data.get("sample_rate"),
+            loss_on_sample=None
+            if data.get("loss_on_sample") is None
+            else loss_from_json(data["loss_on_sample"]),
         )
         frame = table.replace_schema_metadata(None).to_pandas()
         return cls(frame, meta)
@@ -250,6 +265,11 @@ class Answer:
         """One line: cost, budget left, level."""
         m = self.metadata
         paid = "cached, no cost" if m.cached else f"charged {show_loss(m.loss)}"
+        if m.sample_rate is not None and m.loss_on_sample is not None:
+            paid += (
+                f" (on a {m.sample_rate:.3g} sample of the privacy units: "
+                f"{show_loss(m.loss_on_sample)} before amplification)"
+            )
         return f"{paid}; remaining {show_loss(m.remaining)}; {m.level:.0%} intervals"
 
     def __repr__(self) -> str:

@@ -56,11 +56,11 @@ from typing import Any
 import duckdb
 
 from deniable.accounting.amplification import amplify_bernoulli, sampling_rate
-from deniable.accounting.conversions import convert
 from deniable.accounting.filter import BudgetFilter
 from deniable.accounting.loss import Epsilon, EpsilonDelta, Number, PrivacyLoss
-from deniable.errors import InvalidParameter, SQLError, UnsafeQuery
+from deniable.errors import InvalidParameter, SQLError
 from deniable.noise.source import RandomSource, resolve
+from deniable.sampling.account import SampleAccount
 
 ROWID_IDENTITY = "(CAST(rowid AS VARCHAR) || '.')"
 """The identity of a base-table row: its ``rowid`` in decimal, terminated (prefix-free)."""
@@ -226,9 +226,7 @@ class SampledTable:
         self.rate = rate
         self.effective_rate = effective_rate
         self.by = by
-        self._on_sample = EpsilonDelta(epsilon=0, delta=0)  # unamplified, composed
-        self._charged = EpsilonDelta(epsilon=0, delta=0)  # amplified, what was charged
-        self._exclusive = False
+        self._account = SampleAccount(rate=rate)
         self._dropped = False
 
     # -- the data ---------------------------------------------------------------------------
@@ -273,19 +271,20 @@ class SampledTable:
     @property
     def spent(self) -> EpsilonDelta:
         """The amplified loss charged so far for everything run on this sample."""
-        return self._charged
+        return self._account.spent
 
     @property
     def spent_on_sample(self) -> EpsilonDelta:
         """The composed (unamplified) loss of everything run on this sample."""
-        return self._on_sample
+        return self._account.spent_on_sample
 
     def charge(self, loss: PrivacyLoss, *, budget: BudgetFilter | None = None) -> EpsilonDelta:
         """Record a mechanism with loss ``loss`` run on this sample; return what it costs.
 
         The cost is the increment ``amplify(S + loss) − amplify(S)`` where ``S`` is what was
         already run on this sample (basic composition), so that the total charged is always
-        the amplified loss of everything run on the sample. If ``budget`` is given the cost
+        the amplified loss of everything run on the sample
+        (:class:`~deniable.sampling.account.SampleAccount`). If ``budget`` is given the cost
         is charged to it; if the budget refuses, nothing is recorded.
 
         Raises:
@@ -294,42 +293,21 @@ class SampledTable:
             BudgetExceeded: ``budget`` cannot pay the cost.
         """
         self._check_alive()
-        if self._exclusive:
-            raise UnsafeQuery(
-                "this sample was used by an algorithm whose guarantee relies on sampling "
-                "alone (e.g. safe k-anonymization); no other query may run on it: draw a "
-                "fresh sample"
-            )
-        if not isinstance(loss, Epsilon | EpsilonDelta):
-            raise InvalidParameter(
-                "amplification by sampling needs an (ε, δ) loss; convert a ρ-zCDP loss first"
-            )
-        on_sample = self._on_sample + convert(loss, EpsilonDelta)
-        total = amplify_bernoulli(on_sample, self.rate)
-        cost = EpsilonDelta(
-            epsilon=max(total.epsilon - self._charged.epsilon, Fraction(0)),
-            delta=max(total.delta - self._charged.delta, Fraction(0)),
-        )
-        if budget is not None:
-            budget.charge(cost)  # the only fallible write; raises before any state changes
-        self._on_sample = on_sample
-        self._charged = self._charged + cost
+        with self._account.pending(loss) as cost:
+            if budget is not None:
+                budget.charge(cost)  # the only fallible write; raises before any state changes
         return cost
 
     def claim_exclusive(self) -> None:
         """Reserve this sample for one algorithm whose guarantee comes from sampling alone.
 
-        Li–Qardaji–Su (§2.6): a (β, ε, δ)-DPS algorithm such as safe k-anonymization does
-        not compose even with DP mechanisms on the *same* sample. After this call every
-        :meth:`charge` is refused; the claim itself is refused if something already ran.
+        See :meth:`deniable.sampling.account.SampleAccount.claim_exclusive`.
 
         Raises:
             UnsafeQuery: a mechanism was already charged on this sample.
         """
         self._check_alive()
-        if self._on_sample != EpsilonDelta(epsilon=0, delta=0) or self._exclusive:
-            raise UnsafeQuery("this sample was already used; draw a fresh sample")
-        self._exclusive = True
+        self._account.claim_exclusive()
 
     def __repr__(self) -> str:
         return (

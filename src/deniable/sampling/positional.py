@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from deniable.errors import InternalError
 from deniable.noise.bernoulli import bernoulli
+from deniable.noise.exact import RationalLike
 from deniable.noise.source import RandomSource
 
 _BATCH = 1 << 22  # rows per batch of CSPRNG bits (32 MiB of words)
@@ -46,7 +47,7 @@ def bernoulli_sample(
     con: duckdb.DuckDBPyConnection,
     relation: str,
     columns: str,
-    beta: float,
+    beta: RationalLike,
     *,
     source: RandomSource | None = None,
 ) -> str:

@@ -184,12 +184,15 @@ class TableInfo:
         columns: the schema (names and engine types).
         policy: the curator's :class:`TablePolicy`.
         version: an opaque data version (part of the answer cache's key).
+        sample_rate: when queries run on a Bernoulli sample of the table's privacy units,
+            its rate ``β`` (they are then charged the amplified loss); None otherwise.
     """
 
     name: str
     columns: tuple[Column, ...]
     policy: TablePolicy
     version: str
+    sample_rate: Fraction | None = None
 
     def lookup(self, name: str) -> Column | None:
         """Find a column by exact name, else by a unique case-insensitive match."""

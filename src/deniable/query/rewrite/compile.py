@@ -43,7 +43,7 @@ from fractions import Fraction
 
 from sqlglot import exp
 
-from deniable.engines.base import Capabilities
+from deniable.engines.base import SAMPLE_ALIAS, Capabilities
 from deniable.errors import InternalError
 from deniable.query.catalog import Column, ColumnKind
 from deniable.query.plan import DPPlan, Measure
@@ -51,7 +51,7 @@ from deniable.query.plan import DPPlan, Measure
 SUM_LIMIT = 2**62 - 1
 """Partition sums are clamped to ±SUM_LIMIT (a 1-Lipschitz post-processing of exact sums)."""
 
-SOURCE = "__t"
+SOURCE = SAMPLE_ALIAS  # the alias of the source table in generated SQL
 """Alias of the source table in the generated SQL."""
 PART = "__part"
 UNITS = "__units"
@@ -154,6 +154,20 @@ def canonical_unit_sql(column: Column, caps: Capabilities) -> str:
         return col
     text = col if column.kind is ColumnKind.TEXT else f"CAST({col} AS VARCHAR)"
     return f"{caps.unicode_nfc}({text})" if caps.unicode_nfc else text
+
+
+def unit_identity_sql(column: Column, caps: Capabilities) -> str:
+    """SQL of a privacy unit's identity as text, for the per-unit sampling coin.
+
+    Built on :func:`canonical_unit_sql`, so that the rows the query path treats as one person
+    share one coin: the canonical value's text behind a ``'u:'`` tag (one column, so equal
+    identities mean equal canonical units). NULL units share the identity ``'N'``; their rows
+    are dropped by every query anyway.
+    """
+    unit = canonical_unit_sql(column, caps)
+    if column.kind is not ColumnKind.TEXT:
+        unit = f"CAST({unit} AS VARCHAR)"
+    return f"COALESCE('u:' || {unit}, 'N')"
 
 
 def _value(s: _Sql, m: Measure) -> str:
