@@ -9,12 +9,15 @@ from typing import TYPE_CHECKING
 
 from deniable.errors import (
     BudgetExceeded,
+    CapConflict,
     DeniableError,
+    EngineError,
     InternalError,
     InvalidParameter,
     LedgerError,
     PrivacyWarning,
     SQLError,
+    UnknownDataset,
     UnsafeQuery,
 )
 
@@ -34,13 +37,16 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "BudgetExceeded",
+    "CapConflict",
     "DeniableError",
+    "EngineError",
     "InternalError",
     "InvalidParameter",
     "LedgerError",
     "PrivacyWarning",
     "SQLError",
     "Session",
+    "UnknownDataset",
     "UnsafeQuery",
     "__version__",
 ]

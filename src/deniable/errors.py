@@ -56,6 +56,18 @@ class LedgerError(DeniableError):
     """The durable ledger could not record or read a charge; nothing was released."""
 
 
+class UnknownDataset(InvalidParameter):
+    """The dataset was never registered in this ledger; the curator must register it first."""
+
+
+class CapConflict(InvalidParameter):
+    """A dataset is registered again with a different cap without ``allow_change=True``."""
+
+
+class EngineError(DeniableError):
+    """The engine failed while running generated SQL (out of memory, I/O); nothing was charged."""
+
+
 class InternalError(DeniableError):
     """A bug in deniable: an invariant was violated. Nothing was released."""
 

@@ -26,7 +26,7 @@ import duckdb
 from sqlglot import exp
 
 from deniable.engines.base import SAMPLE_ALIAS, Capabilities, TableBinding
-from deniable.errors import DeniableError, InternalError, InvalidParameter, SQLError
+from deniable.errors import EngineError, InternalError, InvalidParameter, SQLError
 from deniable.noise.source import RandomSource
 from deniable.sampling.bernoulli import BernoulliFilter
 from deniable.sampling.positional import bernoulli_sample
@@ -38,10 +38,6 @@ _PARQUET = (".parquet", ".pq")
 _CSV = (".csv", ".tsv", ".csv.gz", ".tsv.gz", ".txt")
 
 Runner = Callable[[str], Any]
-
-
-class EngineError(DeniableError):
-    """The engine failed while running a generated query; nothing was charged."""
 
 
 def quote(name: str) -> str:

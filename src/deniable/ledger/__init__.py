@@ -3,14 +3,13 @@
 See :mod:`deniable.ledger.sqlite` for the guarantees and the answer cache's crash window.
 """
 
+from deniable.errors import CapConflict, UnknownDataset
 from deniable.ledger.sqlite import (
     SCHEMA_VERSION,
-    CapConflict,
     Charge,
     ChargeStatus,
     CuratorEvent,
     Ledger,
-    UnknownDataset,
 )
 
 __all__ = [

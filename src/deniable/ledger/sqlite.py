@@ -52,7 +52,13 @@ from deniable.accounting.composition import components, from_components
 from deniable.accounting.conversions import convert
 from deniable.accounting.filter import BudgetFilter
 from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
-from deniable.errors import BudgetExceeded, InvalidParameter, LedgerError
+from deniable.errors import (
+    BudgetExceeded,
+    CapConflict,
+    InvalidParameter,
+    LedgerError,
+    UnknownDataset,
+)
 
 SCHEMA_VERSION = 1
 """Version of the on-disk schema, stored in the ``meta`` table."""
@@ -123,14 +129,6 @@ _SCHEMA: tuple[str, ...] = (
     ) STRICT""",
     "CREATE INDEX answers_by_key ON answers (dataset, query_key, charge_id)",
 )
-
-
-class UnknownDataset(InvalidParameter):
-    """The dataset was never registered in this ledger; the curator must register it first."""
-
-
-class CapConflict(InvalidParameter):
-    """A dataset is registered again with a different cap without ``allow_change=True``."""
 
 
 @dataclass(frozen=True, slots=True)
