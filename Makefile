@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow lint bench clean
+.PHONY: demo test test-slow lint bench bench-compare clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,12 @@ lint: $(STAMP)
 BENCHES := noise query anonymize
 bench: $(STAMP)
 	@for b in $(BENCHES); do echo "== $$b"; $(BIN)/python benchmarks/$$b.py || exit 1; done
+	$(BIN)/python benchmarks/assemble.py
+
+# Other DP libraries, each in its own virtualenv (their pins conflict); needs PyPI.
+bench-compare: $(STAMP)
+	$(BIN)/python benchmarks/compare.py --setup
+	$(BIN)/python benchmarks/compare.py --rows 1e6 1e7 --repeat 2
 	$(BIN)/python benchmarks/assemble.py
 
 clean:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ORDER = ["noise", "query", "anonymize"]
+ORDER = ["noise", "query", "compare", "anonymize"]
 
 HEADER = """# Benchmarks
 
