@@ -36,7 +36,6 @@ bench: $(STAMP)
 # Other DP libraries, each in its own virtualenv (their pins conflict); needs PyPI.
 bench-compare: $(STAMP)
 	$(BIN)/python benchmarks/compare.py --setup
-	$(BIN)/python benchmarks/compare.py --rows 1e6 1e7 --repeat 2
 	$(BIN)/python benchmarks/assemble.py
 
 clean:

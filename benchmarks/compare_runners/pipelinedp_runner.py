@@ -1,53 +1,62 @@
-"""PipelineDP (LocalBackend, in-process Python) on the benchmark query: COUNT, SUM, MEAN per
-category, max_partitions_contributed = 5, max_contributions_per_partition = 10, public keys.
+"""PipelineDP on the benchmark query, with its in-process ``LocalBackend`` (pure Python).
+
+COUNT, SUM and MEAN per category in one ``DPEngine.aggregate`` call, Laplace noise, pure ε = 1.
+With MEAN requested, PipelineDP releases two noisy values per category (a count and a
+normalised sum, at ε/2 each) and derives count, sum and mean from them;
+``max_partitions_contributed = 5``, ``max_contributions_per_partition = 10``, values clamped to
+[0, 100], the 50 categories as public partitions. The in-memory form is a list of row tuples.
 """
 
-import json
-import sys
-import time
+from __future__ import annotations
+
+from importlib.metadata import version
+from typing import Any
 
 import pandas as pd
 import pipeline_dp
+from _common import CATEGORIES, EPSILON, HIGH, LOW, MAX_GROUPS, MAX_ROWS, main
 
-path = sys.argv[1]
-t0 = time.perf_counter()
-df = pd.read_parquet(path)
-rows = list(df.itertuples(index=False, name=None))
-load = time.perf_counter() - t0
-best = None
-for _ in range(int(sys.argv[2]) if len(sys.argv) > 2 else 1):
-    t0 = time.perf_counter()
-    budget = pipeline_dp.NaiveBudgetAccountant(total_epsilon=1.0, total_delta=0)
-    engine = pipeline_dp.DPEngine(budget, pipeline_dp.LocalBackend())
+
+def load(path: str) -> list[tuple[int, int, float]]:
+    return list(pd.read_parquet(path).itertuples(index=False, name=None))
+
+
+def prepare(rows: list[tuple[int, int, float]]) -> Any:
+    budget = pipeline_dp.NaiveBudgetAccountant(total_epsilon=EPSILON, total_delta=0)
+    return rows, budget, pipeline_dp.DPEngine(budget, pipeline_dp.LocalBackend())
+
+
+def query(state: Any) -> tuple[list[Any], list[Any], list[Any]]:
+    rows, budget, engine = state
     params = pipeline_dp.AggregateParams(
         noise_kind=pipeline_dp.NoiseKind.LAPLACE,
         metrics=[pipeline_dp.Metrics.COUNT, pipeline_dp.Metrics.SUM, pipeline_dp.Metrics.MEAN],
-        max_partitions_contributed=5,
-        max_contributions_per_partition=10,
-        min_value=0.0,
-        max_value=100.0,
+        max_partitions_contributed=MAX_GROUPS,
+        max_contributions_per_partition=MAX_ROWS,
+        min_value=LOW,
+        max_value=HIGH,
     )
     extractors = pipeline_dp.DataExtractors(
         privacy_id_extractor=lambda r: r[0],
         partition_extractor=lambda r: r[1],
         value_extractor=lambda r: 0.0 if r[2] != r[2] else r[2],
     )
-    out = engine.aggregate(rows, params, extractors, public_partitions=list(range(50)))
+    out = engine.aggregate(rows, params, extractors, public_partitions=CATEGORIES)
     budget.compute_budgets()
-    res = dict(list(out))
-    t = time.perf_counter() - t0
-    best = t if best is None else min(best, t)
-with open("/proc/self/status") as f:
-    status = f.read()
-peak = int(next(x for x in status.splitlines() if x.startswith("VmHWM")).split()[1])
-print(
-    json.dumps(
-        {
-            "lib": "pipeline-dp",
-            "load_s": load,
-            "query_s": best,
-            "peak_kib": peak,
-            "counts": [int(res[k].count) for k in range(50)],
-        }
+    res = dict(out)  # the LocalBackend is lazy: this runs the pipeline
+    return (
+        [res[k].count if k in res else None for k in CATEGORIES],
+        [res[k].sum if k in res else None for k in CATEGORIES],
+        [res[k].mean if k in res else None for k in CATEGORIES],
     )
-)
+
+
+if __name__ == "__main__":
+    main(
+        version=version("pipeline-dp"),
+        backend="LocalBackend (in-process Python)",
+        load=load,
+        prepare=prepare,
+        query=query,
+        count_scale=MAX_GROUPS * MAX_ROWS / (EPSILON / 2),
+    )
