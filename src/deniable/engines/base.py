@@ -35,7 +35,8 @@ class Capabilities:
             predicate can fail on one dataset and not on its neighbour).
         semi_join: ``SEMI JOIN`` / ``ANTI JOIN`` are available.
         null_safe_equal: ``IS NOT DISTINCT FROM`` may be used as a join condition.
-        hash_function: a deterministic 64-bit hash taking any number of arguments.
+        hash_function: a deterministic, well-mixed 64-bit hash of one value (unsigned result).
+        xor_function: bitwise exclusive or of two such hashes (or of a hash and a key).
         unicode_nfc: a function normalising text to Unicode NFC.
         is_nan: a function testing a double for NaN.
     """
@@ -45,6 +46,7 @@ class Capabilities:
     semi_join: bool
     null_safe_equal: bool
     hash_function: str
+    xor_function: str
     unicode_nfc: str | None
     is_nan: str
 

@@ -72,6 +72,7 @@ class DuckDBEngine:
         semi_join=True,
         null_safe_equal=True,
         hash_function="hash",
+        xor_function="xor",
         unicode_nfc="nfc_normalize",
         is_nan="isnan",
     )
