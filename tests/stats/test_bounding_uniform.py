@@ -139,7 +139,7 @@ def rows(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
 
 
 def test_rows_kept_by_the_quantile_path_are_a_uniform_subset(rows: Session) -> None:
-    plan, _, exact = exact_aggregates(
+    _, _, exact = exact_aggregates(
         rows,
         "SELECT k, MEDIAN(v) AS m FROM t GROUP BY k",
         not_private=True,
