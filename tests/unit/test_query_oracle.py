@@ -117,10 +117,10 @@ def _reference(plan_measures: dict[str, object], e_sum: int, e_avg: int, centre:
         SELECT user_id AS u, category AS k, {v} AS c, {s_units} AS s, {v} AS ac, {a_units} AS a,
                {q_units} AS q
         FROM events WHERE COALESCE(TRY(qty >= 0), FALSE) AND user_id IS NOT NULL),
-    ranked AS (SELECT *, row_number() OVER (PARTITION BY u, k ORDER BY {_h(1, 'u', 'k', 's', 'q')})
+    ranked AS (SELECT *, row_number() OVER (PARTITION BY u, k ORDER BY {_h(1, "u", "k", "s", "q")})
                AS rn FROM r),
     rk AS (SELECT * FROM ranked WHERE rn <= {R}),
-    parts AS (SELECT u, k, row_number() OVER (PARTITION BY u ORDER BY {_h(2, 'u', 'k')}) AS pr
+    parts AS (SELECT u, k, row_number() OVER (PARTITION BY u ORDER BY {_h(2, "u", "k")}) AS pr
               FROM (SELECT DISTINCT u, k FROM rk)),
     b AS (SELECT rk.* FROM rk JOIN parts ON rk.u = parts.u AND rk.k IS NOT DISTINCT FROM parts.k
           WHERE pr <= {M})
@@ -238,10 +238,10 @@ def test_quantile_path_histograms_match_reference(sessions: dict[str, Session]) 
     sql = f"""
     WITH r AS (SELECT user_id AS u, category AS k, {binexpr} AS h FROM "{binding.name}"
                WHERE user_id IS NOT NULL),
-    ranked AS (SELECT *, row_number() OVER (PARTITION BY u, k ORDER BY {_h(1, 'u', 'k', 'h')}) AS rn
+    ranked AS (SELECT *, row_number() OVER (PARTITION BY u, k ORDER BY {_h(1, "u", "k", "h")}) AS rn
                FROM r),
     rk AS (SELECT * FROM ranked WHERE rn <= {R}),
-    parts AS (SELECT u, k, row_number() OVER (PARTITION BY u ORDER BY {_h(2, 'u', 'k')}) AS pr
+    parts AS (SELECT u, k, row_number() OVER (PARTITION BY u ORDER BY {_h(2, "u", "k")}) AS pr
               FROM (SELECT DISTINCT u, k FROM rk)),
     b AS (SELECT rk.* FROM rk JOIN parts ON rk.u = parts.u AND rk.k IS NOT DISTINCT FROM parts.k
           WHERE pr <= {M})
