@@ -49,16 +49,19 @@ FLOORS = {
     ),
 }
 # The straightforward bounding, for comparison: rank every row within (user, category) and
-# every (user, category) within user by window functions, then aggregate.
+# every (user, category) within user by window functions, then aggregate. Same keyed chain
+# hashes as the generated SQL (keys 1 and 2), so both do the same hashing work.
 WINDOW_BOUNDING = """
 WITH r AS (
   SELECT user_id AS u, category AS k,
          CASE WHEN value IS NULL OR isnan(value) THEN NULL
               ELSE least(greatest(value, 0.0), 100.0) END AS v FROM events),
-ranked AS (SELECT *, row_number() OVER (PARTITION BY u, k ORDER BY hash(1, u, k, v)) AS rn
+ranked AS (SELECT *, row_number() OVER (PARTITION BY u, k ORDER BY
+           hash(xor(hash(xor(hash(xor(1::UBIGINT, hash(u))), hash(k))), hash(v)))) AS rn
            FROM r),
 kept_rows AS (SELECT * FROM ranked WHERE rn <= 10 AND rn > 0),
-parts AS (SELECT u, k, row_number() OVER (PARTITION BY u ORDER BY hash(2, u, k)) AS pr
+parts AS (SELECT u, k, row_number() OVER (PARTITION BY u ORDER BY
+           hash(xor(hash(xor(2::UBIGINT, hash(u))), hash(k)))) AS pr
           FROM (SELECT DISTINCT u, k FROM kept_rows)),
 bounded AS (SELECT kept_rows.* FROM kept_rows SEMI JOIN parts
             ON kept_rows.u = parts.u AND kept_rows.k = parts.k AND parts.pr <= 5)

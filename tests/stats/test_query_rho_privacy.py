@@ -90,8 +90,7 @@ from deniable.curator.session import Session
 from deniable.noise.testing import SeededRandom
 from deniable.query.plan import DPPlan, Measure, l2_bound
 from deniable.query.release import ExactAggregates, _additive
-from deniable.query.rewrite.compile import Secrets
-from deniable.query.testing import exact_aggregates
+from deniable.query.testing import exact_aggregates, exact_for_plan
 
 pytestmark = pytest.mark.stats
 
@@ -268,7 +267,7 @@ def answers(tmp_path_factory: pytest.TempPathFactory) -> Answers:
     plan2, _, d2 = exact_aggregates(s, QUERY, not_private=True, rho=RHO)
     # The same plan's SQL with contribution bounding relaxed: same grids, same measures.
     loose = dataclasses.replace(plan2, max_groups=UNBOUNDED_GROUPS, max_rows=UNBOUNDED_ROWS)
-    _, d2_unbounded = s._exact(loose, Secrets(rows=1, partitions=2))
+    _, d2_unbounded = exact_for_plan(s, loose, not_private=True)
     s.close()
     assert plan2.measures == plan.measures  # the plan reads no data
     pair = [(_vector(plan, d, m), _vector(plan, d2, m)) for m in plan.measures]

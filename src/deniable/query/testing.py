@@ -46,3 +46,30 @@ def exact_aggregates(
     plan = session.plan(query, **options)
     compiled, exact = session._exact(plan, secrets or Secrets(rows=1, partitions=2))
     return plan, compiled, exact
+
+
+def exact_for_plan(
+    session: Session,
+    plan: DPPlan,
+    *,
+    not_private: bool,
+    secrets: Secrets | None = None,
+) -> tuple[CompiledQuery, ExactAggregates]:
+    """Run the generated SQL of an already made (possibly altered) plan, without noise.
+
+    For negative controls: e.g. ``dataclasses.replace(plan, max_groups=…, max_rows=…)``
+    computes the same measures on the same fixed-point grids with other contribution bounds,
+    while the noise stays calibrated for the original plan.
+
+    Args:
+        session: the session holding the plan's table.
+        plan: the plan to run.
+        not_private: must be True: the result is the exact (non-private) aggregate.
+        secrets: keys of the pseudo-random orders (default 1 and 2, as above).
+
+    Returns:
+        The compiled query and the exact aggregates.
+    """
+    if not_private is not True:
+        raise InvalidParameter("exact_for_plan releases exact data: pass not_private=True")
+    return session._exact(plan, secrets or Secrets(rows=1, partitions=2))
