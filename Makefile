@@ -30,6 +30,7 @@ lint: $(STAMP)
 # Each benchmark writes benchmarks/results/<name>.md; BENCHMARKS.md is assembled from them.
 BENCHES := noise query anonymize
 bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	@for b in $(BENCHES); do echo "== $$b"; $(BIN)/python benchmarks/$$b.py || exit 1; done
 	$(BIN)/python benchmarks/assemble.py
 

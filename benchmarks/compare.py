@@ -578,10 +578,9 @@ def report(measured: list[dict[str, Any]], command: str, total_s: float) -> str:
     lines.append(f"- **deniable**: {DENIABLE_NOTES}")
     if "deniable" in flagged:
         lines.append(
-            "  Its counts are off the uniform-bounding expectation by more than the noise: the "
-            "per-user ranking of (user, category) pairs by DuckDB's `hash(key, u, k)` is not "
-            "uniform over categories (some are kept ~25% more often than a uniform choice "
-            "would, others ~10–15% less, whatever the key): a bias, not a privacy leak."
+            "  Its counts are off the uniform-bounding expectation by more than the noise: its "
+            "contribution bounding does not choose partitions or rows uniformly (a bias, not a "
+            "privacy leak; `tests/stats/test_bounding_uniform.py` checks for exactly this)."
         )
     for library in LIBRARIES:
         lines.append(f"- **{library.name}**: {library.notes}")

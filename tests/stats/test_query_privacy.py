@@ -24,76 +24,30 @@ bounds 1.84 and 6.8 against the claimed 1 (the honest pipeline: 0.89).
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
-import numpy.typing as npt
-import pandas as pd
 import pytest
+from _query_neighbours import domain_vector, exact_neighbours
 
 from deniable.accounting.loss import Epsilon
 from deniable.audit import estimate_epsilon
-from deniable.curator.session import Session
 from deniable.noise.testing import SeededRandom
-from deniable.query.plan import DPPlan, Measure
+from deniable.query.plan import DPPlan
 from deniable.query.release import ExactAggregates, _additive
-from deniable.query.testing import exact_aggregates, exact_for_plan
 
 pytestmark = pytest.mark.stats
 
 N = 200_000
 EPS = 1.0
 ALPHA = 1e-7
-CATS = ["a", "b", "c", "d", "e"]
 QUERY = "SELECT k, COUNT(*) AS n, SUM(x) AS s FROM t GROUP BY k"
-
-
-def _data(with_intruder: bool) -> pd.DataFrame:
-    rng = np.random.default_rng(5)
-    rows = [
-        (f"u{u}", CATS[int(rng.integers(0, 5))], float(rng.uniform(0, 100)))
-        for u in range(120)
-        for _ in range(int(rng.integers(1, 6)))
-    ]
-    if with_intruder:
-        rows += [("intruder", k, 1e9) for k in CATS for _ in range(20)]
-    return pd.DataFrame(rows, columns=["uid", "k", "x"])
-
-
-def _exact(tmp: Path, df: pd.DataFrame) -> tuple[DPPlan, ExactAggregates, ExactAggregates]:
-    """The plan, its exact answer, and the same plan's SQL run without effective bounds."""
-    s = Session(budget=Epsilon(epsilon=10), ledger=tmp / "ledger.db")
-    s.add_table(
-        "t",
-        df,
-        privacy_unit="uid",
-        bounds={"x": (0, 100)},
-        max_groups=2,
-        max_rows=3,
-        public_keys={"k": CATS},
-    )
-    plan, _, exact = exact_aggregates(s, QUERY, not_private=True, epsilon=EPS)
-    # Same measures, same fixed-point grids; only the contribution bounds relaxed.
-    loose = dataclasses.replace(plan, max_groups=5, max_rows=20)
-    _, unbounded = exact_for_plan(s, loose, not_private=True)
-    s.close()
-    return plan, exact, unbounded
-
-
-def _vector(plan: DPPlan, exact: ExactAggregates, m: Measure) -> npt.NDArray[np.int64]:
-    index = {k: i for i, k in enumerate(exact.keys)}
-    values = np.array(
-        [exact.measures[m.id][index[k]] if k in index else 0 for k in plan.public_domain or []],
-        dtype=np.int64,
-    )
-    return m.coarsen(values)
 
 
 def _samples(plan: DPPlan, exact: ExactAggregates, ref: list, seed: int, *, noise_factor: int = 1):
     """N releases reduced to the log-likelihood-ratio statistic against the reference."""
     t = np.zeros(N)
     for j, (m, (c, c2)) in enumerate(zip(plan.measures, ref, strict=True)):
-        x = np.tile(_vector(plan, exact, m), N)
+        x = np.tile(domain_vector(plan, exact, m), N)
         noisy = dataclasses.replace(m, budget=m.budget * noise_factor)
         y = _additive(noisy, x, SeededRandom(100 * seed + j)).value.reshape(N, -1)
         w = float(m.budget / m.sensitivity)
@@ -103,11 +57,9 @@ def _samples(plan: DPPlan, exact: ExactAggregates, ref: list, seed: int, *, nois
 
 @pytest.fixture(scope="module")
 def answers(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    plan, d, _ = _exact(tmp_path_factory.mktemp("d"), _data(False))
-    plan2, d2, d2_unbounded = _exact(tmp_path_factory.mktemp("d2"), _data(True))
-    assert plan2.measures == plan.measures  # the plan reads no data
-    ref = [(_vector(plan, d, m), _vector(plan, d2, m)) for m in plan.measures]
-    return plan, d, d2, d2_unbounded, ref
+    n = exact_neighbours(tmp_path_factory.mktemp("d"), Epsilon(epsilon=10), QUERY, epsilon=EPS)
+    ref = [(domain_vector(n.plan, n.d, m), domain_vector(n.plan, n.d2, m)) for m in n.plan.measures]
+    return n.plan, n.d, n.d2, n.d2_unbounded, ref
 
 
 def test_the_intruder_moves_the_answer_by_the_full_sensitivity(answers) -> None:  # type: ignore[no-untyped-def]

@@ -77,71 +77,29 @@ import dataclasses
 import math
 from collections.abc import Callable
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 import pytest
+from _query_neighbours import MAX_GROUPS, MAX_ROWS, domain_vector, exact_neighbours
 
 from deniable.accounting.loss import Rho
 from deniable.audit import EmpiricalLoss, Event, estimate_rho
-from deniable.curator.session import Session
 from deniable.noise.testing import SeededRandom
 from deniable.query.plan import DPPlan, Measure, l2_bound
 from deniable.query.release import ExactAggregates, _additive
-from deniable.query.testing import exact_aggregates, exact_for_plan
 
 pytestmark = pytest.mark.stats
 
 N = 500_000
 RHO = Fraction(1, 2)
 ALPHA = 1e-7
-CATS = ["a", "b", "c", "d", "e"]
-MAX_GROUPS, MAX_ROWS = 2, 3
-UNBOUNDED_GROUPS, UNBOUNDED_ROWS = len(CATS), 20  # the intruder's real contribution
 QUERY = "SELECT k, COUNT(*) AS n, SUM(x) AS s, AVG(x) AS a FROM t GROUP BY k"
 THRESHOLDS = (1.0, 1.5, 2.0, 2.5)
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 Pair = list[tuple[I64, I64]]
-
-
-def _data(with_intruder: bool) -> pd.DataFrame:
-    rng = np.random.default_rng(5)
-    rows = [
-        (f"u{u}", CATS[int(rng.integers(0, 5))], float(rng.uniform(0, 100)))
-        for u in range(120)
-        for _ in range(int(rng.integers(1, 6)))
-    ]
-    if with_intruder:
-        rows += [("intruder", k, 1e9) for k in CATS for _ in range(UNBOUNDED_ROWS)]
-    return pd.DataFrame(rows, columns=["uid", "k", "x"])
-
-
-def _session(tmp: Path, df: pd.DataFrame) -> Session:
-    s = Session(budget=Rho(rho=10), ledger=tmp / "ledger.db")
-    s.add_table(
-        "t",
-        df,
-        privacy_unit="uid",
-        bounds={"x": (0, 100)},
-        max_groups=MAX_GROUPS,
-        max_rows=MAX_ROWS,
-        public_keys={"k": CATS},
-    )
-    return s
-
-
-def _vector(plan: DPPlan, exact: ExactAggregates, m: Measure) -> I64:
-    """One measure over the public domain (in its order), rounded to the noise grid."""
-    index = {k: i for i, k in enumerate(exact.keys)}
-    values = np.array(
-        [exact.measures[m.id][index[k]] if k in index else 0 for k in plan.public_domain or []],
-        dtype=np.int64,
-    )
-    return m.coarsen(values)
 
 
 def _sigma2(m: Measure) -> float:
@@ -174,7 +132,7 @@ def _statistic(
     """
     t = np.zeros(N)
     for j, (m, (c, c2)) in enumerate(zip(plan.measures, pair, strict=True)):
-        x = np.tile(_vector(plan, exact, m), N)
+        x = np.tile(domain_vector(plan, exact, m), N)
         noisy = dataclasses.replace(m, budget=m.budget * budget_factor)
         rel = _additive(noisy, x, SeededRandom(1000 * seed + j))
         y = np.asarray(rel.value, dtype=np.float64).reshape(N, -1)
@@ -260,18 +218,12 @@ class Answers:
 
 @pytest.fixture(scope="module")
 def answers(tmp_path_factory: pytest.TempPathFactory) -> Answers:
-    s = _session(tmp_path_factory.mktemp("d"), _data(False))
-    plan, _, d = exact_aggregates(s, QUERY, not_private=True, rho=RHO)
-    s.close()
-    s = _session(tmp_path_factory.mktemp("d2"), _data(True))
-    plan2, _, d2 = exact_aggregates(s, QUERY, not_private=True, rho=RHO)
-    # The same plan's SQL with contribution bounding relaxed: same grids, same measures.
-    loose = dataclasses.replace(plan2, max_groups=UNBOUNDED_GROUPS, max_rows=UNBOUNDED_ROWS)
-    _, d2_unbounded = exact_for_plan(s, loose, not_private=True)
-    s.close()
-    assert plan2.measures == plan.measures  # the plan reads no data
-    pair = [(_vector(plan, d, m), _vector(plan, d2, m)) for m in plan.measures]
-    pair_unbounded = [(_vector(plan, d, m), _vector(plan, d2_unbounded, m)) for m in plan.measures]
+    n = exact_neighbours(tmp_path_factory.mktemp("d"), Rho(rho=10), QUERY, rho=RHO)
+    plan, d, d2, d2_unbounded = n.plan, n.d, n.d2, n.d2_unbounded
+    pair = [(domain_vector(plan, d, m), domain_vector(plan, d2, m)) for m in plan.measures]
+    pair_unbounded = [
+        (domain_vector(plan, d, m), domain_vector(plan, d2_unbounded, m)) for m in plan.measures
+    ]
     eta = 1 - min(_variance_ratio(_sigma2(m)) for m in plan.measures)
     return Answers(plan, d, d2, d2_unbounded, pair, pair_unbounded, eta)
 

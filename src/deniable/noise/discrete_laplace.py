@@ -83,7 +83,10 @@ def _magnitude(t: Fraction, n: int, src: RandomSource, *, folded: bool) -> tuple
     slack += tf * (ABS + REL * shift)
     hi = np.floor(y + slack)
     slack += pre.width * tf
-    y -= slack
+    # An unbounded E_hi (the rare prefix that does not bound E) gives inf − inf = NaN here:
+    # NaN never equals hi, so such draws go to the exact search below, starting from 0.
+    with np.errstate(invalid="ignore"):
+        y -= slack
     lo = np.floor(y, out=y)
     sure = lo == hi
     np.maximum(hi, 0.0, out=hi)
