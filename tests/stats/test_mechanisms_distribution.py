@@ -44,7 +44,11 @@ from deniable.mechanisms import (
     laplace,
     randomized_response,
 )
-from deniable.mechanisms.exponential import exponential_probabilities, random_permutation
+from deniable.mechanisms.exponential import (
+    exponential,
+    exponential_probabilities,
+    random_permutation,
+)
 from deniable.mechanisms.randomized_response import k_rr_keep_probability
 from deniable.noise import uniform_int
 from deniable.noise.exact import to_fraction
@@ -238,6 +242,30 @@ def test_exponential_control_twice_epsilon() -> None:
     gof = chi2_counts(np.bincount(exponential_draws(SCORES, 2.0, EXP_N), minlength=3), law)
     assert gof.power_against(broken_law) > POWER
     assert gof.rejected, str(gof)
+
+
+# Both sampling paths of ``exponential``: integer scores (vectorised float filter with exact
+# fallback) and other scores (exact rationals), against the exact law, with a non-unit
+# sensitivity and a rational ε; each with enough draws for ≥ 200 expected per cell.
+EXP_CASES = {
+    "integers": (np.array([0, 3, 7, 7, 10], dtype=np.int64), 3, Fraction(3, 4)),
+    "unsigned": (np.array([5, 1, 9], dtype=np.uint64), 2, Fraction(1, 2)),
+    "rationals": ([0.5, 1.25, 2.0, -1.0], 1, Fraction(1)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EXP_CASES))
+def test_exponential_paths_match_the_exact_law(case: str) -> None:
+    scores, sensitivity, epsilon = EXP_CASES[case]
+    law = exponential_probabilities(
+        [float(x) for x in scores], sensitivity=sensitivity, epsilon=epsilon
+    )
+    n = math.ceil(250 / law.min())
+    draws = [
+        int(exponential(scores, sensitivity=sensitivity, epsilon=epsilon).value) for _ in range(n)
+    ]
+    gof = chi2_counts(np.bincount(draws, minlength=len(law)), law)
+    assert not gof.rejected, str(gof)
 
 
 # ----------------------------------------------------------------------------- randomized response

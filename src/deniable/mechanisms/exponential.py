@@ -19,25 +19,30 @@ import numpy.typing as npt
 from deniable.accounting.loss import Epsilon
 from deniable.errors import InvalidParameter
 from deniable.mechanisms.release import Release
-from deniable.noise.bernoulli import bernoulli_exp_neg
+from deniable.noise.bernoulli import bernoulli_exp_neg, decide_exp_neg
 from deniable.noise.exact import RationalLike, positive_fraction, sensitivity_fraction, to_fraction
 from deniable.noise.source import RandomSource, resolve
-from deniable.noise.uniform import U64_MAX, uniform_below
+from deniable.noise.uniform import REL, U64_MAX
 
 
 def random_permutation(n: int, *, source: RandomSource | None = None) -> npt.NDArray[np.int64]:
-    """Return a uniformly random permutation of ``range(n)`` (exact Fisher–Yates)."""
+    """Return a uniformly random permutation of ``range(n)``, exactly.
+
+    Sorts ``n`` independent uniform 64-bit words and redraws them all in the rare case that two
+    are equal: given that the words are distinct, every order of them is equally likely, so
+    the sorting permutation is exactly uniform.
+    """
     if n < 0 or n > U64_MAX:
         raise InvalidParameter("permutation size out of range")
-    perm = np.arange(n, dtype=np.int64)
     if n < 2:
-        return perm
-    # j_i uniform on {0..i} for i = n−1 … 1, drawn together.
-    highs = np.arange(n, 1, -1, dtype=np.int64)
-    js = uniform_below(highs, source=source)
-    for i, j in zip(range(n - 1, 0, -1), js.tolist(), strict=True):
-        perm[i], perm[j] = perm[j], perm[i]
-    return perm
+        return np.arange(n, dtype=np.int64)
+    src = resolve(source)
+    while True:
+        words = src.words(n)
+        order = np.argsort(words, kind="stable")
+        ranked = words[order]
+        if bool(np.all(ranked[1:] != ranked[:-1])):
+            return order.astype(np.int64)
 
 
 def exponential(
@@ -68,12 +73,14 @@ def exponential(
     arr = np.asarray(scores)
     if arr.ndim != 1 or arr.size == 0:
         raise InvalidParameter("scores must be a non-empty 1-d sequence")
-    q = [to_fraction(s.item() if hasattr(s, "item") else s, "score") for s in arr]
-    best = max(q)
     src = resolve(source)
-    order = random_permutation(len(q), source=src)
-    gammas = [eps * (best - q[int(i)]) / (2 * d) for i in order]
-    coins = bernoulli_exp_neg(gammas, source=src)
+    order = random_permutation(arr.size, source=src)
+    coins = _integer_coins(arr, order, eps / (2 * d), src)
+    if coins is None:  # scores that are not all integers: exact rationals throughout
+        q = [to_fraction(s.item() if hasattr(s, "item") else s, "score") for s in arr]
+        best = max(q)
+        gammas = [eps * (best - q[int(i)]) / (2 * d) for i in order]
+        coins = bernoulli_exp_neg(gammas, source=src)
     first = int(np.argmax(coins))  # the best candidate's coin is always True
     return Release(
         value=np.asarray(order[first], dtype=np.int64),
@@ -81,6 +88,30 @@ def exponential(
         mechanism="exponential",
         scale=float(2 * d / eps),
     )
+
+
+def _integer_coins(
+    scores: npt.NDArray[np.generic],
+    order: npt.NDArray[np.int64],
+    rate: Fraction,
+    source: RandomSource,
+) -> npt.NDArray[np.bool_] | None:
+    """Permute-and-flip's coins for integer scores, vectorised; None for other scores.
+
+    Coin ``i`` is Bernoulli(e^(−γ_i)) with ``γ_i = rate·(q* − q_order[i])``, the same law as
+    the rational path. The gaps ``q* − q`` are exact integers below 2^53, so ``γ_i`` in float
+    (the gap times the correctly rounded ``rate``) is within 2^-52 of γ_i relatively — far
+    inside the filter's tolerance ``REL``; undecided draws get the exact rational γ_i.
+    """
+    if scores.dtype.kind not in "iu":
+        return None
+    best, low = int(scores.max()), int(scores.min())
+    if best - low >= 2**53:
+        return None
+    gaps = (best - scores.astype(object if scores.dtype.kind == "u" else np.int64))[order]
+    gaps = np.asarray(gaps, dtype=np.int64)
+    gamma_f = gaps.astype(np.float64) * float(rate)
+    return decide_exp_neg(gamma_f, REL * (1.0 + gamma_f), lambda i: rate * int(gaps[i]), source)
 
 
 def exponential_probabilities(

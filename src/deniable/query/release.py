@@ -33,6 +33,7 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from deniable.accounting.composition import compose
 from deniable.accounting.conversions import convert
@@ -66,31 +67,34 @@ class ExactAggregates:
 
 
 def read_result(table: pa.Table, compiled: CompiledQuery, plan: DPPlan) -> ExactAggregates:
-    """Split the engine's result into per-partition arrays."""
-    cols = table.to_pydict()
-    part = cols[PART]
-    main = [i for i, p in enumerate(part) if p == 0]
-    key_cols = [cols[k] for k in compiled.key_columns]
-    keys = [tuple(c[i] for c in key_cols) for i in main]
-    units = np.array([cols[UNITS][i] or 0 for i in main], dtype=np.int64)
-    measures = {
-        mid: np.array([cols[c][i] or 0 for i in main], dtype=np.int64)
-        for mid, c in compiled.measure_columns.items()
-    }
+    """Split the engine's result into per-partition arrays (vectorised; keys as Python values)."""
+
+    def ints(name: str) -> I64:
+        column = pc.fill_null(table.column(name), 0)
+        return np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.int64)
+
+    def key_tuples(rows: I64) -> list[tuple[object, ...]]:
+        if not key_lists:
+            return [()] * rows.size
+        return list(zip(*([c[i] for i in rows.tolist()] for c in key_lists), strict=True))
+
+    part = ints(PART)
+    key_lists = [table.column(k).to_pylist() for k in compiled.key_columns]
+    main = np.flatnonzero(part == 0)
+    keys = key_tuples(main)
+    units = ints(UNITS)[main]
+    measures = {mid: ints(c)[main] for mid, c in compiled.measure_columns.items()}
     histograms: dict[str, dict[tuple[object, ...], I64]] = {}
+    if compiled.histogram_parts:
+        bins, counts = ints(BIN), ints(COUNT)
     for mid, j in compiled.histogram_parts.items():
+        rows = np.flatnonzero(part == j)
+        ids: dict[tuple[object, ...], int] = {}
+        row_ids = np.array([ids.setdefault(k, len(ids)) for k in key_tuples(rows)], dtype=np.int64)
         grid = plan.measure(mid).grid
-        per: dict[tuple[object, ...], I64] = {}
-        for i, p in enumerate(part):
-            if p != j:
-                continue
-            key = tuple(c[i] for c in key_cols)
-            h = per.get(key)
-            if h is None:
-                h = np.zeros(grid + 1, dtype=np.int64)
-                per[key] = h
-            h[int(cols[BIN][i])] += int(cols[COUNT][i])
-        histograms[mid] = per
+        hist = np.zeros((len(ids), grid + 1), dtype=np.int64)
+        np.add.at(hist, (row_ids, bins[rows]), counts[rows])
+        histograms[mid] = {key: hist[n] for key, n in ids.items()}
     return ExactAggregates(keys, units, measures, histograms)
 
 
