@@ -414,7 +414,7 @@ class Session:
             left = budget.remaining
             raise BudgetExceeded(
                 f"this query costs {show_loss(loss)} but only {show_loss(left)} is left of "
-                f"dataset {self._dataset!r}'s budget; nothing was spent",
+                f"the budget of dataset {self._dataset!r}; nothing was spent",
                 requested=loss,
                 remaining=left,
             )
