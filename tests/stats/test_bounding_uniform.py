@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -35,6 +36,8 @@ from scipy import stats
 
 from deniable.accounting.loss import Epsilon
 from deniable.curator.session import Session
+from deniable.query.plan import DPPlan
+from deniable.query.release import ExactAggregates
 from deniable.query.rewrite import compile as compile_module
 from deniable.query.rewrite.compile import Secrets
 from deniable.query.testing import exact_aggregates
@@ -48,8 +51,13 @@ K, M = 50, 5
 R, MAX_ROWS = 20, 10
 
 
-def _random_secrets() -> Secrets:
-    return Secrets(rows=secrets.randbits(63), partitions=secrets.randbits(63))
+def _exact(session: Session, query: str, **options: Any) -> tuple[DPPlan, ExactAggregates]:
+    """The generated SQL's exact result under fresh CSPRNG secrets (no noise, no charge)."""
+    fresh = Secrets(rows=secrets.randbits(63), partitions=secrets.randbits(63))
+    plan, _, exact = exact_aggregates(
+        session, query, not_private=True, epsilon=1, secrets=fresh, **options
+    )
+    return plan, exact
 
 
 def _chi2_uniform_subsets(counts: Sequence[int], units: int, k: int, m: int) -> float:
@@ -89,13 +97,7 @@ def partitions(
 
 
 def _kept_per_category(session: Session) -> list[int]:
-    plan, _, exact = exact_aggregates(
-        session,
-        "SELECT k, COUNT(*) AS n FROM t GROUP BY k",
-        not_private=True,
-        epsilon=1,
-        secrets=_random_secrets(),
-    )
+    plan, exact = _exact(session, "SELECT k, COUNT(*) AS n FROM t GROUP BY k")
     (rows,) = [m.id for m in plan.measures if m.kind == "rows"]
     by_key = dict(zip((k for (k,) in exact.keys), exact.measures[rows].tolist(), strict=True))
     return [int(by_key.get(k, 0)) for k in range(K)]
@@ -139,14 +141,7 @@ def rows(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
 
 
 def test_rows_kept_by_the_quantile_path_are_a_uniform_subset(rows: Session) -> None:
-    _, _, exact = exact_aggregates(
-        rows,
-        "SELECT k, MEDIAN(v) AS m FROM t GROUP BY k",
-        not_private=True,
-        epsilon=1,
-        quantile_grid=R - 1,
-        secrets=_random_secrets(),
-    )
+    _, exact = _exact(rows, "SELECT k, MEDIAN(v) AS m FROM t GROUP BY k", quantile_grid=R - 1)
     (hist,) = exact.histograms.values()
     counts = hist[(0,)]
     assert counts.size == R  # one bin per value 0 … R−1
@@ -155,13 +150,7 @@ def test_rows_kept_by_the_quantile_path_are_a_uniform_subset(rows: Session) -> N
 
 
 def test_rows_kept_by_the_fast_path_have_the_sum_of_a_uniform_subset(rows: Session) -> None:
-    plan, _, exact = exact_aggregates(
-        rows,
-        "SELECT k, SUM(v) AS s FROM t GROUP BY k",
-        not_private=True,
-        epsilon=1,
-        secrets=_random_secrets(),
-    )
+    plan, exact = _exact(rows, "SELECT k, SUM(v) AS s FROM t GROUP BY k")
     (total,) = [m for m in plan.measures if m.kind == "sum"]
     assert total.exponent == 0 and total.centre == 0  # integer units are the values
     kept = int(exact.measures[total.id][0])
