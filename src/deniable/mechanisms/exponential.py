@@ -108,8 +108,8 @@ def _integer_coins(
     best, low = int(scores.max()), int(scores.min())
     if best - low >= 2**53:
         return None
-    gaps = (best - scores.astype(object if scores.dtype.kind == "u" else np.int64))[order]
-    gaps = np.asarray(gaps, dtype=np.int64)
+    # q* − q in the scores' own type cannot overflow: 0 ≤ q* − q ≤ q* − min < 2^53.
+    gaps = np.subtract(scores.dtype.type(best), scores).astype(np.int64)[order]
     gamma_f = gaps.astype(np.float64) * float(rate)
     return decide_exp_neg(gamma_f, REL * (1.0 + gamma_f), lambda i: rate * int(gaps[i]), source)
 

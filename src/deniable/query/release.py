@@ -68,6 +68,7 @@ class ExactAggregates:
 
 def read_result(table: pa.Table, compiled: CompiledQuery, plan: DPPlan) -> ExactAggregates:
     """Split the engine's result into per-partition arrays (vectorised; keys as Python values)."""
+    key_lists = [table.column(k).to_pylist() for k in compiled.key_columns]
 
     def ints(name: str) -> I64:
         column = pc.fill_null(table.column(name), 0)
@@ -79,7 +80,6 @@ def read_result(table: pa.Table, compiled: CompiledQuery, plan: DPPlan) -> Exact
         return list(zip(*([c[i] for i in rows.tolist()] for c in key_lists), strict=True))
 
     part = ints(PART)
-    key_lists = [table.column(k).to_pylist() for k in compiled.key_columns]
     main = np.flatnonzero(part == 0)
     keys = key_tuples(main)
     units = ints(UNITS)[main]
