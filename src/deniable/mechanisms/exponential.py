@@ -39,10 +39,10 @@ def random_permutation(n: int, *, source: RandomSource | None = None) -> npt.NDA
     src = resolve(source)
     while True:
         words = src.words(n)
-        order = np.argsort(words, kind="stable")
+        order = np.argsort(words)
         ranked = words[order]
         if bool(np.all(ranked[1:] != ranked[:-1])):
-            return order.astype(np.int64)
+            return order.astype(np.int64, copy=False)
 
 
 def exponential(

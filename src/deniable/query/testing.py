@@ -44,7 +44,7 @@ def exact_aggregates(
     if not_private is not True:
         raise InvalidParameter("exact_aggregates releases exact data: pass not_private=True")
     plan = session.plan(query, **options)
-    compiled, exact = session._exact(plan, secrets or Secrets(rows=1, partitions=2))
+    compiled, exact = exact_for_plan(session, plan, not_private=True, secrets=secrets)
     return plan, compiled, exact
 
 

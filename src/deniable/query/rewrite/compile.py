@@ -17,7 +17,9 @@ order (each one line of SQL below):
    recomputed from their rows (read again, joined to the short list of such partitions)
    ranked by ``H(secret₁; unit, keys, values)``; every other partition keeps all its
    rows and needs no ranking. The keys come from a CSPRNG for each query, so the rows and
-   partitions kept are chosen independently of their magnitudes.
+   partitions kept are chosen independently of their magnitudes. ``H(key; a₀, a₁, …)`` is
+   the keyed chain hash of :meth:`_Sql.keyed_hash` (not the engine's multi-argument hash,
+   whose orders are far from uniform).
 5. **aggregate** per partition: number of units, rows, values, exact integer sums (clamped
    to ±(2^62−1) so that they fit the exact samplers), and — for quantiles — histograms over
    the candidate grid, all in one result set (``__part`` 0 for aggregates, ``j`` for the
