@@ -62,9 +62,13 @@ def test_generated_sql_is_one_read_only_query_with_quoted_names(tmp_path) -> Non
 
 def test_fast_form_ranks_only_heavy_rows(tmp_path) -> None:  # type: ignore[no-untyped-def]
     s = _session(tmp_path)
-    plan = s.plan('SELECT COUNT(*) AS n FROM t GROUP BY "we""ird key"', epsilon=1, delta=1e-6)
+    plan = s.plan('SELECT SUM(v) AS s FROM t GROUP BY "we""ird key"', epsilon=1, delta=1e-6)
     sql = compile_plan(plan, DuckDBEngine.capabilities, "b", Secrets(1, 2)).sql
     assert "__heavy" in sql and "PARTITION BY __u ORDER BY" in sql and "__ranked" not in sql
+    # counts only: no rows re-read, min(rows, max_rows) per kept partition
+    plan = s.plan('SELECT COUNT(*) AS n FROM t GROUP BY "we""ird key"', epsilon=1, delta=1e-6)
+    sql = compile_plan(plan, DuckDBEngine.capabilities, "b", Secrets(1, 2)).sql
+    assert "__heavy" not in sql and "least(__n, 2)" in sql and "PARTITION BY __u ORDER BY" in sql
     # public domain no larger than max_groups: no partition ranking at all
     s.add_table("p", _frame(), privacy_unit="who", max_groups=3, public_keys={"v": [1.0, 7.0]})
     plan = s.plan("SELECT v, COUNT(*) AS n FROM p GROUP BY v", epsilon=1)

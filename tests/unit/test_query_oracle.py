@@ -173,6 +173,29 @@ def test_optimised_bounding_equals_straightforward_reference(sessions: dict[str,
     assert int(exact.measures[ms[0].id].sum()) < int((raw.qty >= 0).sum())
 
 
+def test_counts_only_need_no_rows(sessions: dict[str, Session]) -> None:
+    """COUNT(*) alone keeps min(rows, max_rows) per kept partition without re-reading rows,
+    and agrees with the full query's counts under the same secrets."""
+    session = sessions["heavy"]
+    count_plan, compiled, counts = exact_aggregates(
+        session,
+        "SELECT category, COUNT(*) AS n, COUNT(DISTINCT user_id) AS u FROM events "
+        "WHERE qty >= 0 GROUP BY category",
+        not_private=True,
+        epsilon=1,
+        delta=1e-6,
+    )
+    assert "__heavy" not in compiled.sql and "least(__n, 3)" in compiled.sql
+    plan, _, full = exact_aggregates(session, QUERY, not_private=True, epsilon=1, delta=1e-6)
+    rows_id = plan.measures[0].id
+    assert plan.measures[0].kind == "rows"
+    n_of = {k: int(full.measures[rows_id][i]) for i, k in enumerate(full.keys)}
+    c_rows = count_plan.measures[0].id
+    assert {k: int(counts.measures[c_rows][i]) for i, k in enumerate(counts.keys)} == n_of
+    units_of = {k: int(full.units[i]) for i, k in enumerate(full.keys)}
+    assert {k: int(counts.units[i]) for i, k in enumerate(counts.keys)} == units_of
+
+
 def test_bounds_hold_per_unit(sessions: dict[str, Session]) -> None:
     """No unit has more than M partitions and R rows in each after bounding."""
     session = sessions["heavy"]

@@ -16,8 +16,10 @@ order (each one line of SQL below):
 4. **bound rows**: kept partitions where a unit has more than ``max_rows`` rows are
    recomputed from their rows (read again, joined to the short list of such partitions)
    ranked by ``H(secret₁; unit, keys, values)``; every other partition keeps all its
-   rows and needs no ranking. The keys come from a CSPRNG for each query, so the rows and
-   partitions kept are chosen independently of their magnitudes. ``H(key; a₀, a₁, …)`` is
+   rows and needs no ranking. A query of counts only needs no rows: a partition keeps
+   ``min(rows, max_rows)`` of them, whichever they are. The keys come from a CSPRNG for
+   each query, so the rows and partitions kept are chosen independently of their
+   magnitudes. ``H(key; a₀, a₁, …)`` is
    the keyed chain hash of :meth:`_Sql.keyed_hash` (not the engine's multi-argument hash,
    whose orders are far from uniform).
 5. **aggregate** per partition: number of units, rows, values, exact integer sums (clamped
@@ -452,26 +454,30 @@ def compile_plan(plan: DPPlan, caps: Capabilities, table: str, secrets: Secrets)
             )
         else:
             cte("__capped", "SELECT * FROM __l1")
-        # 4. recompute only the kept partitions where a unit has more than max_rows rows
-        cte("__heavy", f"SELECT {group_uk} FROM __capped WHERE __n > {r}")
-        # only the rows of those partitions: the join runs on the source table, so the
-        # per-row expressions are computed for them alone
-        unit_expr = canonical_unit_sql(plan.query.table.column(unit), caps)
-        on = [(unit_expr, "__r.__u")] + [
-            (s.col(k.name), f"__r.{kid}") for k, kid in zip(plan.keys, keys_sql, strict=True)
-        ]
-        cte("__hrows", s.semi_source(select_list, source, where, "__heavy", on))
-        cte(
-            "__hl1",
-            f"SELECT {group_uk}, {level1_aggs(pack=True)}",
-            f"FROM (SELECT *, {rank_rows} FROM __hrows) AS __h",
-            f"WHERE __rn <= {r} AND __rn > 0 GROUP BY {group_uk}",
-        )
-        cte(
-            "__kept",
-            f"SELECT {unpacked_cols()} FROM __capped WHERE __n <= {r}",
-            f"UNION ALL SELECT {unpacked_cols()} FROM __hl1",
-        )
+        if not needed:
+            # 4. counts only: a partition keeps min(rows, max_rows) rows, whichever they are
+            cte("__kept", f"SELECT {group_uk}, least(__n, {r}) AS __n FROM __capped")
+        else:
+            # 4. recompute only the kept partitions where a unit has more than max_rows rows
+            cte("__heavy", f"SELECT {group_uk} FROM __capped WHERE __n > {r}")
+            # only the rows of those partitions: the join runs on the source table, so the
+            # per-row expressions are computed for them alone
+            unit_expr = canonical_unit_sql(plan.query.table.column(unit), caps)
+            on = [(unit_expr, "__r.__u")] + [
+                (s.col(k.name), f"__r.{kid}") for k, kid in zip(plan.keys, keys_sql, strict=True)
+            ]
+            cte("__hrows", s.semi_source(select_list, source, where, "__heavy", on))
+            cte(
+                "__hl1",
+                f"SELECT {group_uk}, {level1_aggs(pack=True)}",
+                f"FROM (SELECT *, {rank_rows} FROM __hrows) AS __h",
+                f"WHERE __rn <= {r} AND __rn > 0 GROUP BY {group_uk}",
+            )
+            cte(
+                "__kept",
+                f"SELECT {unpacked_cols()} FROM __capped WHERE __n <= {r}",
+                f"UNION ALL SELECT {unpacked_cols()} FROM __hl1",
+            )
         agg_source, bounded_rows = "__kept", None
     elif unit is not None:
         # 3–4, plain form: rank every row, then every partition (same orders as above).
