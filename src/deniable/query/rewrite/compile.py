@@ -19,9 +19,8 @@ order (each one line of SQL below):
    rows and needs no ranking. A query of counts only needs no rows: a partition keeps
    ``min(rows, max_rows)`` of them, whichever they are. The keys come from a CSPRNG for
    each query, so the rows and partitions kept are chosen independently of their
-   magnitudes. ``H(key; a₀, a₁, …)`` is
-   the keyed chain hash of :meth:`_Sql.keyed_hash` (not the engine's multi-argument hash,
-   whose orders are far from uniform).
+   magnitudes. ``H(key; a₀, a₁, …)`` is the keyed chain hash of :meth:`_Sql.keyed_hash`
+   (not the engine's multi-argument hash, whose orders are far from uniform).
 5. **aggregate** per partition: number of units, rows, values, exact integer sums (clamped
    to ±(2^62−1) so that they fit the exact samplers), and — for quantiles — histograms over
    the candidate grid, all in one result set (``__part`` 0 for aggregates, ``j`` for the
@@ -381,17 +380,17 @@ def compile_plan(plan: DPPlan, caps: Capabilities, table: str, secrets: Secrets)
             if fn == "count" and ("sum", a) in needed and fits:
                 packed[a] = bits
 
-    def level1_aggs(*, pack: bool) -> str:
+    def level1_aggs() -> str:
         """Per (unit, partition) aggregates.
 
         With at most max_rows rows of at most 2^40 units each, the sums of a partition within
         the bounds fit BIGINT; the others are clamped here and recomputed from their rows.
-        With ``pack``, a packed column ``__p…`` = Σ (value·2^bits + 1) over non-NULL values
-        replaces the sum and count of each column in ``packed``.
+        For each column in ``packed`` (fast form only), one column ``__p…`` = Σ (value·2^bits
+        + 1) over its non-NULL values replaces its sum and its count.
         """
         aggs = ["count(*) AS __n"]
         for (fn, a), col in needed.items():
-            if pack and a in packed:
+            if a in packed:
                 if fn == "sum":
                     total = f"sum(COALESCE({a} * {2 ** packed[a]} + 1, 0))"
                     aggs.append(f"{clamp_bigint(total)} AS __p{a[3:]}")
@@ -442,7 +441,7 @@ def compile_plan(plan: DPPlan, caps: Capabilities, table: str, secrets: Secrets)
         # 2. one row per (unit, partition); the rows are read again below, not materialised
         cte(
             "__l1",
-            f"SELECT {group_uk}, {level1_aggs(pack=True)} FROM ({rows_sql}) AS __r",
+            f"SELECT {group_uk}, {level1_aggs()} FROM ({rows_sql}) AS __r",
             f"GROUP BY {group_uk}",
         )
         # 3. at most max_groups partitions per unit (a window over partitions, not rows)
@@ -469,7 +468,7 @@ def compile_plan(plan: DPPlan, caps: Capabilities, table: str, secrets: Secrets)
             cte("__hrows", s.semi_source(select_list, source, where, "__heavy", on))
             cte(
                 "__hl1",
-                f"SELECT {group_uk}, {level1_aggs(pack=True)}",
+                f"SELECT {group_uk}, {level1_aggs()}",
                 f"FROM (SELECT *, {rank_rows} FROM __hrows) AS __h",
                 f"WHERE __rn <= {r} AND __rn > 0 GROUP BY {group_uk}",
             )
@@ -497,7 +496,7 @@ def compile_plan(plan: DPPlan, caps: Capabilities, table: str, secrets: Secrets)
             cte("__bounded", "SELECT * FROM __rkept")
         cte(
             "__kept",
-            f"SELECT {group_uk}, {level1_aggs(pack=False)} FROM __bounded GROUP BY {group_uk}",
+            f"SELECT {group_uk}, {level1_aggs()} FROM __bounded GROUP BY {group_uk}",
         )
         agg_source, bounded_rows = "__kept", "__bounded"
     else:
