@@ -326,13 +326,6 @@ def compile_plan(plan: DPPlan, caps: Capabilities, table: str, secrets: Secrets)
             if meas.kind == "values":
                 measure_alias[meas.id] = count_alias[meas.id]
     value_cols = list(aliases.items())
-    # The largest |per-row value| of each sum column (+1: a margin for the rounding).
-    row_bounds: dict[str, int] = {}
-    for meas in plan.measures:
-        if meas.kind in ("sum", "squares"):
-            alias = measure_alias[meas.id]
-            reach = max(abs(meas.row_low + meas.centre), abs(meas.row_high + meas.centre)) + 1
-            row_bounds[alias] = max(row_bounds.get(alias, 0), reach)
     needed: dict[tuple[str, str], str] = {}
     for meas in additive:
         a = measure_alias.get(meas.id)
@@ -367,59 +360,28 @@ def compile_plan(plan: DPPlan, caps: Capabilities, table: str, secrets: Secrets)
         plan.public_domain is not None and len(plan.public_domain) <= m
     )
 
-    # In the fast form, a column's count of values rides in the low bits of its sum (one
-    # aggregate instead of two: a second aggregate over millions of (unit, partition) groups
-    # costs more than the arithmetic). Exact wherever it is read, in partitions of at most
-    # max_rows rows, where count < 2^bits and the packed sum fits BIGINT.
-    packed: dict[str, int] = {}
-    if unit is not None and not histograms:
-        bits = r.bit_length()
-        for fn, a in needed:
-            bound = row_bounds.get(a)
-            fits = bound is not None and r * (bound * 2**bits + 1) <= SUM_LIMIT
-            if fn == "count" and ("sum", a) in needed and fits:
-                packed[a] = bits
-
-    def level1_aggs() -> str:
-        """Per (unit, partition) aggregates.
-
-        With at most max_rows rows of at most 2^40 units each, the sums of a partition within
-        the bounds fit BIGINT; the others are clamped here and recomputed from their rows.
-        For each column in ``packed`` (fast form only), one column ``__p…`` = Σ (value·2^bits
-        + 1) over its non-NULL values replaces its sum and its count.
-        """
-        aggs = ["count(*) AS __n"]
-        for (fn, a), col in needed.items():
-            if a in packed:
-                if fn == "sum":
-                    total = f"sum(COALESCE({a} * {2 ** packed[a]} + 1, 0))"
-                    aggs.append(f"{clamp_bigint(total)} AS __p{a[3:]}")
-            elif fn == "count":
-                aggs.append(f"count({a}) AS {col}")
+    # Per (unit, partition) aggregates, as (aggregate, column), and how the fast form reads
+    # each needed column back from them. With at most max_rows rows of at most 2^40 units
+    # each, the sums of a partition within the bounds fit BIGINT; the others are clamped
+    # here and recomputed from their rows.
+    packed = _packable(plan, needed, measure_alias) if unit is not None and not histograms else {}
+    level1: list[tuple[str, str]] = [("count(*)", "__n")]
+    unpacked = ["__u", *keys_sql, "__n"]
+    for (fn, a), col in needed.items():
+        if a in packed:
+            # Σ (value·2^bits + 1) over non-NULL values: the sum above the count
+            bits, p = packed[a], f"__p{a[3:]}"
+            if fn == "sum":
+                level1.append((clamp_bigint(f"sum(COALESCE({a} * {2**bits} + 1, 0))"), p))
+                unpacked.append(f"({p} >> {bits}) AS {col}")  # ⌊p / 2^bits⌋
             else:
-                aggs.append(f"{clamp_bigint(f'sum({a})')} AS {col}")
-        return ", ".join(aggs)
-
-    def unpacked_cols() -> str:
-        """The level columns of a packed level-1 result (of partitions of <= max_rows rows).
-
-        Two's complement: ``p >> bits`` is ⌊p / 2^bits⌋ and ``p & (2^bits − 1)`` the rest.
-        """
-        out = ["__u", *keys_sql, "__n"]
-        for (fn, a), col in needed.items():
-            if a not in packed:
-                out.append(col)
-            elif fn == "sum":
-                out.append(f"(__p{a[3:]} >> {packed[a]}) AS {col}")
-            else:
-                out.append(f"(__p{a[3:]} & {2 ** packed[a] - 1}) AS {col}")
-        return ", ".join(out)
-
-    packed_level_cols = ["__n"] + [
-        f"__p{a[3:]}" if a in packed else col
-        for (fn, a), col in needed.items()
-        if a not in packed or fn == "sum"
-    ]
+                unpacked.append(f"({p} & {2**bits - 1}) AS {col}")  # p mod 2^bits
+            continue
+        agg = f"count({a})" if fn == "count" else clamp_bigint(f"sum({a})")
+        level1.append((agg, col))
+        unpacked.append(col)
+    level1_aggs = ", ".join(f"{agg} AS {col}" for agg, col in level1)
+    unpacked_cols = ", ".join(unpacked)
 
     def cte(name: str, *parts: str) -> None:
         ctes.append((name, " ".join(parts)))
@@ -437,11 +399,11 @@ def compile_plan(plan: DPPlan, caps: Capabilities, table: str, secrets: Secrets)
         f"row_number() OVER (PARTITION BY __u ORDER BY {', '.join([part_hash, *keys_sql])}) AS __pr"
     )
     if unit is not None and not histograms:
-        pcols = ", ".join(["__u", *keys_sql, *packed_level_cols])
+        pcols = ", ".join(["__u", *keys_sql, *(col for _, col in level1)])
         # 2. one row per (unit, partition); the rows are read again below, not materialised
         cte(
             "__l1",
-            f"SELECT {group_uk}, {level1_aggs()} FROM ({rows_sql}) AS __r",
+            f"SELECT {group_uk}, {level1_aggs} FROM ({rows_sql}) AS __r",
             f"GROUP BY {group_uk}",
         )
         # 3. at most max_groups partitions per unit (a window over partitions, not rows)
@@ -468,14 +430,14 @@ def compile_plan(plan: DPPlan, caps: Capabilities, table: str, secrets: Secrets)
             cte("__hrows", s.semi_source(select_list, source, where, "__heavy", on))
             cte(
                 "__hl1",
-                f"SELECT {group_uk}, {level1_aggs()}",
+                f"SELECT {group_uk}, {level1_aggs}",
                 f"FROM (SELECT *, {rank_rows} FROM __hrows) AS __h",
                 f"WHERE __rn <= {r} AND __rn > 0 GROUP BY {group_uk}",
             )
             cte(
                 "__kept",
-                f"SELECT {unpacked_cols()} FROM __capped WHERE __n <= {r}",
-                f"UNION ALL SELECT {unpacked_cols()} FROM __hl1",
+                f"SELECT {unpacked_cols} FROM __capped WHERE __n <= {r}",
+                f"UNION ALL SELECT {unpacked_cols} FROM __hl1",
             )
         agg_source, bounded_rows = "__kept", None
     elif unit is not None:
@@ -496,7 +458,7 @@ def compile_plan(plan: DPPlan, caps: Capabilities, table: str, secrets: Secrets)
             cte("__bounded", "SELECT * FROM __rkept")
         cte(
             "__kept",
-            f"SELECT {group_uk}, {level1_aggs()} FROM __bounded GROUP BY {group_uk}",
+            f"SELECT {group_uk}, {level1_aggs} FROM __bounded GROUP BY {group_uk}",
         )
         agg_source, bounded_rows = "__kept", "__bounded"
     else:
@@ -560,6 +522,35 @@ def compile_plan(plan: DPPlan, caps: Capabilities, table: str, secrets: Secrets)
         measure_columns=measure_columns,
         histogram_parts=histogram_parts,
     )
+
+
+def _packable(
+    plan: DPPlan, needed: dict[tuple[str, str], str], measure_alias: dict[str, str]
+) -> dict[str, int]:
+    """The columns whose count of values can ride in the low bits of their sum, and the bits.
+
+    One aggregate instead of two: over millions of (unit, partition) groups a second
+    aggregate costs more than the arithmetic. Packed sums are read only for partitions of at
+    most max_rows rows, where the count is below 2^bits (2^bits > max_rows) and the packed
+    sum fits BIGINT, which is checked here from the largest |per-row value| (+1 for the
+    rounding); other columns keep a sum and a count.
+    """
+    reach: dict[str, int] = {}
+    for meas in plan.measures:
+        if meas.kind in ("sum", "squares"):
+            a = measure_alias[meas.id]
+            top = max(abs(meas.row_low + meas.centre), abs(meas.row_high + meas.centre)) + 1
+            reach[a] = max(reach.get(a, 0), top)
+    r = plan.max_rows
+    bits = r.bit_length()
+    return {
+        a: bits
+        for fn, a in needed
+        if fn == "count"
+        and ("sum", a) in needed
+        and a in reach
+        and r * (reach[a] * 2**bits + 1) <= SUM_LIMIT
+    }
 
 
 def clamp_bigint(expr: str) -> str:
