@@ -70,6 +70,13 @@ SELECT k, count(*), sum(v), count(v) FROM bounded GROUP BY k
 MEDIAN_QUERY = "SELECT category, MEDIAN(value) AS m FROM events GROUP BY category"
 MEDIAN_FLOOR = "SELECT category, median(value) FROM events GROUP BY category"
 MEDIAN_RUNS = ("median (non-private)", "dp median")
+# Counts only: no row is re-read (a kept partition keeps min(rows, 10) rows, whichever).
+COUNT_QUERY = "SELECT category, COUNT(*) AS n FROM events GROUP BY category"
+COUNT_FLOOR = (
+    "SELECT category, sum(n) FROM (SELECT user_id, category, count(*) AS n FROM events "
+    "GROUP BY user_id, category) GROUP BY category"
+)
+COUNT_RUNS = ("two-level counts (non-private)", "dp counts only")
 OPERATORS = ("HASH_GROUP_BY", "WINDOW", "HASH_JOIN", "PROJECTION", "other")
 POLICY = {"privacy_unit": "user_id", "bounds": {"value": (0, 100)}, "max_groups": 5, "max_rows": 10}
 
@@ -169,6 +176,9 @@ def measure(n: int, repeat: int, tmp: Path) -> dict[str, object]:
         # exponential mechanism over a 1,001-point grid per category (50 categories)
         public.sql(MEDIAN_QUERY, epsilon=Fraction(1) + Fraction(i + 1, 10**9))
 
+    def dp_counts(i: int) -> None:
+        public.sql(COUNT_QUERY, epsilon=Fraction(1) + Fraction(i + 1, 10**9))
+
     def dp_private(i: int) -> None:
         private.sql(QUERY, epsilon=Fraction(1) + Fraction(i + 1, 10**9), delta=1e-6)
 
@@ -181,6 +191,8 @@ def measure(n: int, repeat: int, tmp: Path) -> dict[str, object]:
         "dp private keys": dp_private,
         MEDIAN_RUNS[0]: lambda i: con.sql(MEDIAN_FLOOR).fetchall(),
         MEDIAN_RUNS[1]: dp_median,
+        COUNT_RUNS[0]: lambda i: con.sql(COUNT_FLOOR).fetchall(),
+        COUNT_RUNS[1]: dp_counts,
     }
     times: dict[str, list[float]] = {k: [] for k in runs}
     for i in range(repeat):
@@ -267,7 +279,7 @@ def report(results: list[dict[str, object]], repeat: int) -> str:
         mem = r["memory_kib"]
         assert isinstance(t, dict) and isinstance(mem, dict)
         for name, secs in t.items():
-            if name in MEDIAN_RUNS:
+            if name in MEDIAN_RUNS + COUNT_RUNS:
                 continue
             mk = mem_key.get(name)
             m = "" if mk is None else f"{mem[mk] / 1024:.0f}"
@@ -293,6 +305,15 @@ def report(results: list[dict[str, object]], repeat: int) -> str:
             f"{t['dp median'] / t['median (non-private)']:.2f}× DuckDB's exact non-private "
             f"`median(value) … GROUP BY category` ({t['median (non-private)']:.3f} s) and "
             f"{t['dp median'] / t['two-level']:.2f}× the two-level floor."
+        )
+    for r in results:
+        t = r["time"]
+        assert isinstance(t, dict)
+        floor, dp = t[COUNT_RUNS[0]], t[COUNT_RUNS[1]]
+        lines.append(
+            f"- N = {r['n']:.0e}, per-category DP `COUNT(*)` alone (`Session.sql`, ε = 1; no "
+            f"row is re-read): {dp:.3f} s, {dp / floor:.2f}× the two-level floor of counts "
+            f"(`GROUP BY user_id, category` then `GROUP BY category`, counts only: {floor:.3f} s)."
         )
     lines += [
         "",
