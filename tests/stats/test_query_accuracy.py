@@ -27,6 +27,7 @@ import deniable.query.release as release_module
 from deniable.accounting.loss import Epsilon
 from deniable.curator.session import Session
 from deniable.noise.testing import SeededRandom
+from deniable.query.aggregates import Count, Mean, NoisyMeasures, Sum, Variance, rank_error
 from deniable.query.plan import DPPlan
 from deniable.query.release import ExactAggregates, quantile_scores, release
 from deniable.query.testing import exact_aggregates
@@ -69,22 +70,20 @@ def _truth(plan: DPPlan, exact: ExactAggregates) -> dict[str, np.ndarray]:
         return np.array([float(exact.measures[mid][i]) for i in rows])
 
     out: dict[str, np.ndarray] = {}
-    for o in plan.outputs:
-        if o.func is None:
-            continue
-        ms = [plan.measure(i) for i in o.measures]
-        if o.func == "count":
-            out[o.name] = val(ms[0].id)
-        elif o.func == "sum":
-            out[o.name] = val(ms[0].id) * float(ms[0].row_granularity)
-        elif o.func == "avg":
+    for a in plan.aggregates:
+        ms = [plan.measure(i) for i in a.measures]
+        if isinstance(a.aggregate, Count):
+            out[a.name] = val(ms[0].id)
+        elif isinstance(a.aggregate, Sum):
+            out[a.name] = val(ms[0].id) * float(ms[0].row_granularity)
+        elif isinstance(a.aggregate, Mean):
             n, s = val(ms[0].id), val(ms[1].id)
-            out[o.name] = float(ms[1].row_granularity) * (ms[1].centre + s / n)
-        elif o.func == "variance":
+            out[a.name] = float(ms[1].row_granularity) * (ms[1].centre + s / n)
+        elif isinstance(a.aggregate, Variance):
             n = val(ms[0].id)
             s = val(ms[1].id) * float(ms[1].row_granularity)
             q = val(ms[2].id) * float(ms[2].row_granularity)
-            out[o.name] = (q - s * s / n) / (n - 1)
+            out[a.name] = (q - s * s / n) / (n - 1)
     return out
 
 
@@ -120,14 +119,14 @@ def test_intervals_cover_at_the_stated_rate(session: Session) -> None:
 def test_control_half_width_intervals_are_rejected(
     session: Session, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = release_module._interval
+    real = NoisyMeasures.interval
 
-    def narrow(meas, rel, level):  # type: ignore[no-untyped-def]
-        lo, hi = real(meas, rel, level)
+    def narrow(self, meas, level):  # type: ignore[no-untyped-def]
+        lo, hi = real(self, meas, level)
         mid, half = (lo + hi) / 2, (hi - lo) / 4
         return mid - half, mid + half
 
-    monkeypatch.setattr(release_module, "_interval", narrow)
+    monkeypatch.setattr(NoisyMeasures, "interval", narrow)
     plan, _, exact = exact_aggregates(session, QUERY, not_private=True, epsilon=0.3, level=LEVEL)
     misses = _misses(plan, exact, _truth(plan, exact))
     limit = _threshold()
@@ -140,7 +139,7 @@ def _quantile_misses(session: Session, epsilon_factor: float) -> tuple[int, int]
         session, q, not_private=True, epsilon=0.5, level=LEVEL, quantile_grid=100
     )
     (m,) = plan.measures
-    bound = release_module.rank_error(m, LEVEL)
+    bound = rank_error(m, LEVEL)
     hist = [exact.histograms[m.id][k] for k in plan.public_domain or []]
     scores = [quantile_scores(h, m.q) for h in hist]  # type: ignore[arg-type]
     misses = 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import unicodedata
 import warnings
+from fractions import Fraction
 from pathlib import Path
 
 import duckdb
@@ -17,8 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 from rich.console import Console
 
-import deniable.curator.session as session_module
 import deniable.noise.source as source_module
+import deniable.query.execute as session_module
 from deniable.accounting.loss import Epsilon, EpsilonDelta, Rho
 from deniable.curator.session import Session
 from deniable.errors import (
@@ -191,20 +192,38 @@ def test_engine_failure_costs_nothing(ledger: Path, monkeypatch: pytest.MonkeyPa
     s.close()
 
 
-def test_released_loss_mismatch_is_an_internal_error(
+def test_mechanisms_run_with_exactly_the_planned_events(
     ledger: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The release draws noise with the parameters of the program's events, which the
+    compiler checked against the charge (once, before the commit): every mechanism call is
+    one event, and together they compose to the charged loss."""
     import deniable.query.release as release_module
-    from deniable.mechanisms import geometric
+    from deniable.accounting.conversions import convert
+    from deniable.mechanisms.events import ExponentialEvent, GeometricEvent, compose_events
 
-    def generous(values, *, sensitivity, epsilon, source=None):  # type: ignore[no-untyped-def]
-        return geometric(values, sensitivity=sensitivity, epsilon=epsilon * 2, source=source)
+    calls: list[object] = []
+    real_geometric, real_exponential = release_module.geometric, release_module.exponential
+
+    def geometric_spy(values, *, sensitivity, epsilon, source=None):  # type: ignore[no-untyped-def]
+        calls.append(GeometricEvent(Fraction(sensitivity), Fraction(epsilon)))
+        return real_geometric(values, sensitivity=sensitivity, epsilon=epsilon, source=source)
+
+    def exponential_spy(scores, *, sensitivity, epsilon, source=None):  # type: ignore[no-untyped-def]
+        event = ExponentialEvent(Fraction(sensitivity), Fraction(epsilon))
+        if event not in calls:  # one choice per partition, one event for all of them
+            calls.append(event)
+        return real_exponential(scores, sensitivity=sensitivity, epsilon=epsilon, source=source)
 
     s = Session(budget=Epsilon(epsilon=1), ledger=ledger)
-    s.add_table("t", _frame())
-    monkeypatch.setattr(release_module, "geometric", generous)
-    with pytest.raises(InternalError, match="nothing is released"):
-        s.sql("SELECT COUNT(*) AS n FROM t", epsilon=0.25)
+    s.add_table("t", _frame(), bounds={"x": (0, 20)})
+    monkeypatch.setattr(release_module, "geometric", geometric_spy)
+    monkeypatch.setattr(release_module, "exponential", exponential_spy)
+    query = "SELECT COUNT(*) AS n, AVG(x) AS a, MEDIAN(x) AS m FROM t"
+    program = s.compile(query, epsilon=0.5)
+    answer = s.execute(program)
+    assert sorted(map(repr, calls)) == sorted(map(repr, program.events))
+    assert compose_events(calls, Epsilon) == answer.loss == convert(program.loss, Epsilon)
     s.close()
 
 
@@ -215,7 +234,9 @@ def test_cache_returns_stored_answer_at_no_cost(ledger: Path) -> None:
     b = s.sql("select   count(*) as N, sum(X) as S\nfrom T", epsilon=0.5)
     assert b.cached and not a.cached and b.loss == Epsilon(epsilon=0)
     assert b.metadata.cost == Epsilon(epsilon=0.5)
-    assert b["s"].tolist() == a["s"].tolist() and b["n"].tolist() == a["n"].tolist()
+    # served under the names this query asked for
+    assert b.columns == ["N", "N_low", "N_high", "S", "S_low", "S_high"]
+    assert b["S"].tolist() == a["s"].tolist() and b["N"].tolist() == a["n"].tolist()
     assert s.budget.spent == Epsilon(epsilon=0.5)
     # other parameters are another query
     s.sql("SELECT COUNT(*) AS n, SUM(x) AS s FROM t", epsilon=0.25)

@@ -60,7 +60,7 @@ ASKER = PRELUDE + textwrap.dedent(
 HANGER = PRELUDE + textwrap.dedent(
     """
     import time
-    import deniable.curator.session as session_module
+    import deniable.query.execute as session_module
     def hang(*args, **kwargs):
         print("charged", flush=True)
         time.sleep(600)

@@ -15,50 +15,31 @@ sequential composition everything ever answered on the session's dataset is with
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import warnings
 from collections.abc import Mapping, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass
 from fractions import Fraction
 from types import MappingProxyType
 from typing import Any
 
-import numpy as np
-import pandas as pd
-
 from deniable.accounting.amplification import sampling_rate
-from deniable.accounting.conversions import convert
-from deniable.accounting.filter import BudgetFilter
 from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
 from deniable.engines.base import Engine, TableBinding
 from deniable.engines.duckdb import DuckDBEngine
-from deniable.errors import BudgetExceeded, InternalError, InvalidParameter, PrivacyWarning
+from deniable.errors import InvalidParameter, PrivacyWarning
 from deniable.ledger import Charge, Ledger
-from deniable.noise.source import RandomSource, resolve
-from deniable.query.answer import (
-    Answer,
-    AnswerMetadata,
-    loss_to_json,
-    show_loss,
-    zero_like,
-)
+from deniable.noise.source import RandomSource
+from deniable.query.answer import Answer, show_loss
 from deniable.query.catalog import Column, TableInfo, kind_of, make_policy
-from deniable.query.catalog.validate import validate
-from deniable.query.parse import parse
-from deniable.query.plan import QUANTILE_GRID, DPPlan, check_loss, make_plan, requested_loss
-from deniable.query.release import ExactAggregates, NoisyAnswer, read_result, release
-from deniable.query.rewrite.compile import (
-    CompiledQuery,
-    Secrets,
-    compile_plan,
-    unit_identity_sql,
-)
+from deniable.query.execute import execute, run_bounded
+from deniable.query.plan import QUANTILE_GRID, DPPlan
+from deniable.query.program import QueryOptions, QueryProgram
+from deniable.query.program import compile as compile_query
+from deniable.query.release import ExactAggregates
+from deniable.query.rewrite.compile import CompiledQuery, Secrets, unit_identity_sql
 from deniable.sampling.account import SampleAccount
-
-CACHE_KEY_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -286,21 +267,57 @@ class Session:
 
         Raises the same refusals as :meth:`sql`.
         """
-        parsed = parse(query)
-        validated = validate(
-            parsed, self._tables, bounds=bounds, max_groups=max_groups, max_rows=max_rows
+        return self.compile(
+            query,
+            epsilon=epsilon,
+            delta=delta,
+            rho=rho,
+            split=split,
+            bounds=bounds,
+            max_groups=max_groups,
+            max_rows=max_rows,
+            level=level,
+            quantile_grid=quantile_grid,
+        ).plan
+
+    def compile(
+        self,
+        query: str,
+        *,
+        epsilon: float | Fraction | None = None,
+        delta: float | Fraction | None = None,
+        rho: float | Fraction | None = None,
+        split: Mapping[str, float | int | Fraction] | None = None,
+        bounds: Mapping[str, Sequence[float | int | Fraction]] | None = None,
+        max_groups: int | None = None,
+        max_rows: int | None = None,
+        level: float = 0.95,
+        quantile_grid: int = QUANTILE_GRID,
+    ) -> QueryProgram:
+        """Compile ``query`` against the registered tables: no data read, nothing charged.
+
+        Raises the same refusals as :meth:`sql`.
+        """
+        options = QueryOptions(
+            budget_kind=type(self._budget),
+            epsilon=epsilon,
+            delta=delta,
+            rho=rho,
+            split=split,
+            bounds=bounds,
+            max_groups=max_groups,
+            max_rows=max_rows,
+            level=level,
+            quantile_grid=quantile_grid,
         )
-        requested = requested_loss(type(self._budget), epsilon=epsilon, delta=delta, rho=rho)
-        return make_plan(
-            validated, requested, split=split, level=level, quantile_grid=quantile_grid
-        )
+        return compile_query(query, self._tables, options)
 
     def explain(self, query: str, **options: Any) -> str:
         """The DP plan and the generated engine SQL of ``query`` (secrets shown as 0)."""
-        plan = self.plan(query, **options)
-        binding = self._bindings[plan.query.table.name]
-        compiled = compile_plan(plan, self._engine.capabilities, binding.name, Secrets(0, 0))
-        return json.dumps(plan.describe(), indent=2) + "\n\n" + compiled.sql
+        program = self.compile(query, **options)
+        binding = self._bindings[program.table.name]
+        compiled = program.statement(self._engine.capabilities, binding.name, Secrets(0, 0))
+        return json.dumps(program.plan.describe(), indent=2) + "\n\n" + compiled.sql
 
     def sql(
         self,
@@ -348,7 +365,7 @@ class Session:
             LedgerError: the ledger could not record the charge (nothing was released).
             InternalError: a bug was detected; nothing was released.
         """
-        plan = self.plan(
+        program = self.compile(
             query,
             epsilon=epsilon,
             delta=delta,
@@ -360,120 +377,35 @@ class Session:
             level=level,
             quantile_grid=quantile_grid,
         )
-        key = self._query_key(plan, split=split, bounds=bounds, quantile_grid=quantile_grid)
-        stored = self._ledger.cached_answer(self._dataset, key)
-        if stored is not None:
-            return Answer.from_bytes(
-                stored,
-                loss=zero_like(plan.loss),
-                remaining=self._ledger.remaining(self._dataset),
-                cached=True,
+        return self.execute(program)
+
+    def execute(self, program: QueryProgram) -> Answer:
+        """Answer a compiled program (see :meth:`sql`).
+
+        Charged ``program.loss`` (amplified on a sampled table), or nothing for a replay.
+        """
+        name = program.table.name
+        if self._tables.get(name) is not program.table:
+            raise InvalidParameter(
+                f"this program was compiled against another registration of table {name!r}; "
+                "compile it again"
             )
-        account = self._samples.get(plan.query.table.name)
-        with nullcontext(None) if account is None else account.pending(plan.loss) as amplified:
-            cost = plan.loss if amplified is None else self._sampled_cost(plan, amplified)
-            self._precheck_budget(cost)
-            _, exact = self._exact(plan, self._secrets())
-            check_loss(plan)
-            details = plan.describe()
-            if account is not None:
-                details["sampling"] = {
-                    "rate": str(account.rate),
-                    "loss_on_sample": loss_to_json(plan.loss),
-                    "charged": loss_to_json(cost),
-                }
-            charge = self._ledger.charge(
-                self._dataset,
-                cost,
-                analyst=self._analyst,
-                query_key=key,
-                query_text=query,
-                details=details,
-            )
-        # Only now, after the commit, is anything computed from the data made public.
-        noisy = release(plan, exact, source=self._source)
-        answer = build_answer(
-            plan,
-            noisy,
-            loss=cost,
-            remaining=self._ledger.remaining(self._dataset),
-            charge_id=charge.id,
-            sample_rate=None if account is None else account.rate,
+        return execute(
+            program,
+            self._engine,
+            self._ledger,
+            dataset=self._dataset,
+            analyst=self._analyst,
+            binding=self._bindings[name],
+            source=self._source,
+            sample=self._samples.get(name),
         )
-        self._ledger.store_answer(charge.id, answer.to_bytes())
-        return answer
 
     # -- internals -------------------------------------------------------------------------
 
-    def _precheck_budget(self, loss: PrivacyLoss) -> None:
-        # A cheap early refusal before the engine runs; the ledger re-checks atomically.
-        cap = self._ledger.cap(self._dataset)
-        spent = self._ledger.spent(self._dataset)
-        budget = BudgetFilter(cap, spent=spent)
-        if not budget.can_charge(loss):
-            left = budget.remaining
-            raise BudgetExceeded(
-                f"this query costs {show_loss(loss)} but only {show_loss(left)} is left of "
-                f"the budget of dataset {self._dataset!r}; nothing was spent",
-                requested=loss,
-                remaining=left,
-            )
-
-    def _sampled_cost(self, plan: DPPlan, amplified: EpsilonDelta) -> PrivacyLoss:
-        """The amplified cost in the budget's kind; never more than the plan's own loss."""
-        cost: PrivacyLoss = convert(amplified, type(plan.loss))
-        if not cost <= plan.loss:  # type: ignore[operator]
-            raise InternalError("the amplified loss exceeds the loss on the sample")
-        return cost
-
-    def _secrets(self) -> Secrets:
-        words = resolve(self._source).words(2)
-        return Secrets(rows=int(words[0]) >> 1, partitions=int(words[1]) >> 1)
-
     def _exact(self, plan: DPPlan, secrets: Secrets) -> tuple[CompiledQuery, ExactAggregates]:
         """Run the generated bounded aggregation (no noise, no charge). Internal only."""
-        binding = self._bindings[plan.query.table.name]
-        compiled = compile_plan(plan, self._engine.capabilities, binding.name, secrets)
-        self._engine.check(binding, compiled.sql)
-        result = self._engine.run(binding, compiled.sql)
-        return compiled, read_result(result, compiled, plan)
-
-    def _query_key(
-        self,
-        plan: DPPlan,
-        *,
-        split: Mapping[str, float | int | Fraction] | None,
-        bounds: Mapping[str, Sequence[float | int | Fraction]] | None,
-        quantile_grid: int,
-    ) -> str:
-        info = plan.query.table
-        policy = info.policy
-        payload = {
-            "v": CACHE_KEY_VERSION,
-            "sql": plan.query.parsed.normalized,
-            "table": info.name,
-            "data": info.version,
-            "policy": {
-                "unit": policy.privacy_unit,
-                "bounds": {k: [str(b.lower), str(b.upper)] for k, b in policy.bounds.items()},
-                "max_groups": policy.max_groups,
-                "max_rows": policy.max_rows,
-                "public_keys": {k: [repr(v) for v in vs] for k, vs in policy.public_keys.items()},
-            },
-            "loss": loss_to_json(plan.requested),
-            "split": None
-            if split is None
-            else {str(k): str(Fraction(v)) for k, v in split.items()},
-            "bounds": None
-            if bounds is None
-            else {str(k): [str(Fraction(x)) for x in v] for k, v in bounds.items()},
-            "max_groups": plan.query.max_groups,
-            "max_rows": plan.query.max_rows,
-            "level": repr(plan.level),
-            "quantile_grid": quantile_grid,
-        }
-        text = json.dumps(payload, sort_keys=True, ensure_ascii=False)
-        return hashlib.sha256(text.encode()).hexdigest()
+        return run_bounded(plan, self._engine, self._bindings[plan.query.table.name], secrets)
 
     def close(self) -> None:
         """Close the engine and ledger this session opened (caller-owned ones stay open)."""
@@ -487,79 +419,3 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def build_answer(
-    plan: DPPlan,
-    noisy: NoisyAnswer,
-    *,
-    loss: PrivacyLoss,
-    remaining: PrivacyLoss,
-    charge_id: int | None,
-    sample_rate: Fraction | None = None,
-) -> Answer:
-    """Assemble the answer frame (keys, values, intervals) and metadata; post-processing only."""
-    data: dict[str, object] = {}
-    by_name = {c.name: c for c in noisy.columns}
-    key_index = {k.name: i for i, k in enumerate(plan.keys)}
-    for out in plan.outputs:
-        if out.key is not None:
-            i = key_index[out.key.name]
-            data[out.name] = [k[i] for k in noisy.keys]
-            continue
-        col = by_name[out.name]
-        data[out.name] = col.values
-        nan = np.full(len(noisy.keys), np.nan)
-        data[f"{out.name}_low"] = nan if col.low is None else col.low
-        data[f"{out.name}_high"] = nan if col.high is None else col.high
-    frame = pd.DataFrame(data)
-    # ORDER BY keys not in the output still sort (they are released keys).
-    hidden: list[str] = []
-    for name, _ in plan.query.order_by:
-        if name not in frame.columns:
-            i = key_index[name]
-            frame[name] = pd.Series([k[i] for k in noisy.keys], dtype=object)
-            hidden.append(name)
-    if plan.query.order_by:
-        frame = frame.sort_values(
-            [n for n, _ in plan.query.order_by],
-            ascending=[not d for _, d in plan.query.order_by],
-            kind="mergesort",
-            na_position="last",
-        )
-    frame = frame.drop(columns=hidden)
-    start = plan.query.offset or 0
-    stop = None if plan.query.limit is None else start + plan.query.limit
-    frame = frame.iloc[start:stop].reset_index(drop=True)
-    selection = None
-    if plan.selection is not None:
-        selection = (
-            f"private keys: optimal partition selection (Desfontaines et al. 2022), "
-            f"ε = {float(plan.selection.epsilon):.4g}, δ = {float(plan.selection.delta):.3g} "
-            f"(per group ε/{plan.selection.max_groups}, δ/{plan.selection.max_groups}); "
-            f"{noisy.selected} groups released"
-        )
-    elif plan.keys:
-        selection = "public keys: every declared key is output, empty groups included"
-    meta = AnswerMetadata(
-        query=plan.query.parsed.text,
-        loss=loss,
-        cost=plan.loss,
-        remaining=remaining,
-        level=plan.level,
-        bounds={
-            o.name: (float(o.bounds.lower), float(o.bounds.upper))
-            for o in plan.outputs
-            if o.bounds is not None
-        },
-        max_groups=plan.max_groups,
-        max_rows=plan.max_rows,
-        privacy_unit=plan.query.table.policy.privacy_unit,
-        mechanisms={c.name: c.mechanism for c in noisy.columns},
-        notes={c.name: c.note for c in noisy.columns if c.note},
-        partition_selection=selection,
-        charge_id=charge_id,
-        sample_rate=None if sample_rate is None else float(sample_rate),
-        loss_on_sample=None if sample_rate is None else plan.loss,
-    )
-    return Answer(frame, meta)

@@ -1,75 +1,82 @@
 """Stage 1 of the SQL compiler: parse the analyst's text into a small logical query.
 
-Only one shape is accepted::
+The accepted shape::
 
-    SELECT <group keys and aggregates, with aliases>
+    SELECT [TOP n] <outputs: group keys, aggregates, constants and arithmetic over them>
     FROM <one table> [AS alias]
     [WHERE <row predicate>]
-    [GROUP BY <columns>]
-    [ORDER BY <outputs>] [LIMIT n] [OFFSET n]
+    [GROUP BY <columns or output positions>]
+    [HAVING <predicate over group keys and aggregates>]
+    [ORDER BY <expressions over outputs, keys and aggregates>] [LIMIT n] [OFFSET n]
 
-Aggregates: ``COUNT(*)``, ``COUNT(col)``, ``COUNT(DISTINCT col)``, ``SUM``, ``AVG``,
-``VARIANCE``/``VAR_SAMP``, ``STDDEV``/``STDDEV_SAMP``, ``MEDIAN`` and
-``QUANTILE(col, q)`` (also spelt ``QUANTILE_CONT``/``QUANTILE_DISC``/``PERCENTILE_CONT``).
-Anything else — ``SELECT *``, several statements, DDL/DML, joins, subqueries, CTEs, set
-operations, ``HAVING``, ``DISTINCT``, window functions, table functions, sampling clauses —
-is refused here with :class:`~deniable.errors.UnsafeQuery` or, for text that does not parse,
-:class:`~deniable.errors.SQLError` with the line and column sqlglot reports. Nothing here reads
-data: this stage sees only the query text. Names are resolved against the catalog in
+Aggregates are dispatched on sqlglot's expression classes to the classes of
+:mod:`deniable.query.aggregates` (``COUNT``, ``COUNT(DISTINCT …)``, ``SUM``, ``AVG``,
+``VARIANCE``/``VAR``/``VAR_SAMP``/``VAR_POP``, ``STDDEV``/``STD``/``STDDEV_SAMP``/
+``STDDEV_POP``, ``MEDIAN``, ``QUANTILE``/``PERCENTILE_CONT``/``PERCENTILE_DISC``, ``MIN``,
+``MAX``). Each aggregate call is replaced in the output, HAVING and ORDER BY trees by a
+placeholder column ``__agg<i>`` and described by an :class:`AggregateCall`; identical calls
+share one placeholder (they are planned, and paid for, once). Everything around aggregates
+is post-processing of noisy values. ``SELECT DISTINCT <columns>`` without aggregates is read
+as ``GROUP BY <columns>`` (keys released through partition selection); ``SELECT TOP n`` as
+``LIMIT n``.
+
+Refused here, with :class:`~deniable.errors.UnsafeQuery` naming the construct and what to
+write instead: ``SELECT *``, several statements, DDL/DML, joins, subqueries, CTEs, set
+operations, window functions, table functions, sampling clauses. Text that does not parse
+raises :class:`~deniable.errors.SQLError` with the line and column sqlglot reports. Nothing
+here reads data. Names are resolved against the catalog in
 :mod:`deniable.query.catalog.validate`.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal
 
 import sqlglot
-from sqlglot import exp
+from sqlglot import TokenType, exp
 from sqlglot.errors import ParseError, TokenError
 
 from deniable.errors import SQLError, UnsafeQuery
+from deniable.query.aggregates import (
+    BY_SQL,
+    Aggregate,
+    Count,
+    CountDistinct,
+    Quantile,
+    Variance,
+)
 
 MAX_QUERY_CHARS = 20_000
+MAX_DEPTH = 200
+"""Deepest expression nesting accepted (deeper text is refused before sqlglot recurses)."""
 
-AggregateFunc = Literal[
-    "count", "count_distinct", "sum", "avg", "variance", "stddev", "median", "quantile"
-]
+AGG_PREFIX = "__agg"
+"""Name prefix of the placeholder columns that stand for aggregate calls."""
 
-_SIMPLE_AGGREGATES: dict[type[exp.Expression], AggregateFunc] = {
-    exp.Sum: "sum",
-    exp.Avg: "avg",
-    exp.Variance: "variance",
-    exp.VariancePop: "variance",
-    exp.Stddev: "stddev",
-    exp.StddevSamp: "stddev",
-    exp.StddevPop: "stddev",
-    exp.Median: "median",
+# Spellings sqlglot leaves as anonymous functions, and the classes they mean.
+_SYNONYMS: dict[str, type[exp.Expression]] = {
+    "VAR": exp.Variance,
+    "STD": exp.Stddev,
+    "STDEVP": exp.StddevPop,
+    "VARP": exp.VariancePop,
 }
-_POPULATION = (exp.VariancePop, exp.StddevPop)
-_QUANTILES: tuple[type[exp.Expression], ...] = (
-    exp.Quantile,
-    exp.PercentileCont,
-    exp.PercentileDisc,
-)
 
 # Clauses of a SELECT that are refused outright, with what to do instead.
 _REFUSED_CLAUSES = {
     "with_": "common table expressions (WITH) are not supported; query the table directly",
     "joins": "joins are not supported; query one table",
-    "having": "HAVING is not supported; filter the noisy answer instead",
-    "qualify": "QUALIFY is not supported",
+    "qualify": "QUALIFY is not supported; filter the noisy answer with HAVING",
     "windows": "window functions are not supported",
-    "distinct": "SELECT DISTINCT would release rows; use GROUP BY with an aggregate",
     "into": "SELECT INTO writes data and is refused",
     "laterals": "LATERAL is not supported",
     "pivots": "PIVOT is not supported",
-    "sample": "sampling clauses are not supported",
+    "sample": "sampling clauses are not supported (the curator can register a sampled table)",
     "connect": "CONNECT BY is not supported",
-    "prewhere": "PREWHERE is not supported",
+    "prewhere": "PREWHERE is not supported; use WHERE",
     "distribute": "DISTRIBUTE BY is not supported",
-    "sort": "SORT BY is not supported",
+    "sort": "SORT BY is not supported; use ORDER BY",
     "cluster": "CLUSTER BY is not supported",
     "locks": "locking clauses are not supported",
     "match": "MATCH_RECOGNIZE is not supported",
@@ -94,40 +101,63 @@ class Position:
 
 @dataclass(frozen=True, slots=True)
 class AggregateCall:
-    """One aggregate as written: ``func(column)`` (``column`` None for ``COUNT(*)``).
+    """One aggregate as written, before its column is resolved.
 
     Attributes:
-        func: the aggregate.
+        kind: the aggregate's class.
         column: the column name as written (unresolved), or None for ``COUNT(*)``.
-        q: the quantile for ``quantile`` (``1/2`` for ``median``), exact.
+        q: the quantile of a quantile aggregate, exact.
         population: VAR_POP/STDDEV_POP (True) rather than the sample versions.
         position: where the argument appears in the text, when known.
     """
 
-    func: AggregateFunc
+    kind: type[Aggregate]
     column: str | None
     q: Fraction | None = None
     population: bool = False
     position: Position | None = None
 
+    @property
+    def func(self) -> str:
+        """The aggregate's label (``count``, ``sum``, …)."""
+        return self.kind.label
+
+    def same(self, other: AggregateCall) -> bool:
+        """Whether two calls compute the same thing (column names compared case-blind)."""
+        return (
+            self.kind is other.kind
+            and (self.column or "").lower() == (other.column or "").lower()
+            and self.q == other.q
+            and self.population == other.population
+        )
+
 
 @dataclass(frozen=True, slots=True)
-class OutputItem:
-    """One output column: a group key (``key``) or an aggregate (``aggregate``)."""
+class SelectItem:
+    """One output column as written.
+
+    Attributes:
+        name: its name (the alias, else a default derived from the expression).
+        expr: the expression with aggregate calls replaced by ``__agg<i>`` placeholders.
+        position: where it starts in the text, when known.
+    """
 
     name: str
-    key: str | None = None
-    aggregate: AggregateCall | None = None
+    expr: exp.Expression
     position: Position | None = None
 
+    @property
+    def key(self) -> str | None:
+        """The column name when the output is a plain column, else None."""
+        e = _strip_parens(self.expr)
+        if isinstance(e, exp.Column) and not e.name.startswith(AGG_PREFIX):
+            return e.name
+        return None
 
-@dataclass(frozen=True, slots=True)
-class OrderItem:
-    """``ORDER BY`` entry: an output name, a column name or a 1-based position."""
-
-    ref: str | int
-    descending: bool
-    position: Position | None = None
+    @property
+    def aggregate_index(self) -> int | None:
+        """The aggregate's index when the output is one aggregate call, else None."""
+        return aggregate_index(self.expr)
 
 
 @dataclass(frozen=True)
@@ -138,9 +168,11 @@ class ParsedQuery:
         table: the table name as written.
         alias: the table alias, if any.
         outputs: the output columns in order.
+        aggregates: the distinct aggregate calls; ``__agg<i>`` stands for ``aggregates[i]``.
         where: the row predicate's AST (validated later), or None.
         group_by: group-key column names as written (positions already resolved).
-        order_by: post-processing order.
+        having: the HAVING predicate with aggregate placeholders, or None.
+        order_by: post-processing sort: (expression with placeholders, descending).
         limit: post-processing row limit.
         offset: post-processing offset.
         normalized: the query re-rendered by sqlglot with normalised identifiers (cache key).
@@ -149,14 +181,30 @@ class ParsedQuery:
 
     table: str
     alias: str | None
-    outputs: tuple[OutputItem, ...]
+    outputs: tuple[SelectItem, ...]
+    aggregates: tuple[AggregateCall, ...]
     where: exp.Expression | None
     group_by: tuple[str, ...]
-    order_by: tuple[OrderItem, ...]
+    having: exp.Expression | None
+    order_by: tuple[tuple[exp.Expression, bool], ...]
     limit: int | None
     offset: int | None
     normalized: str
     text: str
+
+
+def aggregate_index(node: exp.Expression) -> int | None:
+    """``i`` when ``node`` (parentheses aside) is the placeholder ``__agg<i>``, else None."""
+    e = _strip_parens(node)
+    if isinstance(e, exp.Column) and e.name.startswith(AGG_PREFIX) and not e.table:
+        return int(e.name[len(AGG_PREFIX) :])
+    return None
+
+
+def _strip_parens(node: exp.Expression) -> exp.Expression:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node
 
 
 def position_of(node: object, text: str) -> Position | None:
@@ -175,8 +223,16 @@ def position_of(node: object, text: str) -> Position | None:
 
 
 def refuse(message: str, node: object = None, text: str = "") -> UnsafeQuery:
-    """Build an :class:`UnsafeQuery` naming the place in the text, when known."""
+    """Build an :class:`UnsafeQuery` naming the place in the text, when known.
+
+    The one refusal helper of the compiler: every stage builds its refusals through it.
+    """
     pos = position_of(node, text) if text else None
+    return refuse_at(message, pos)
+
+
+def refuse_at(message: str, pos: Position | None) -> UnsafeQuery:
+    """An :class:`UnsafeQuery` with ``(line L, column C)`` appended when ``pos`` is known."""
     if pos is None:
         return UnsafeQuery(message)
     return UnsafeQuery(f"{message} (line {pos.line}, column {pos.column})")
@@ -186,7 +242,8 @@ def parse(text: str) -> ParsedQuery:
     """Parse one SELECT statement into a :class:`ParsedQuery`; no privacy loss (no data read).
 
     Raises:
-        SQLError: the text does not parse, or holds zero or several statements.
+        SQLError: the text does not parse, nests too deeply, or holds zero or several
+            statements.
         UnsafeQuery: a construct outside the supported shape (the message says what to do).
 
     Examples:
@@ -198,8 +255,10 @@ def parse(text: str) -> ParsedQuery:
         raise SQLError("the query must be a string")
     if len(text) > MAX_QUERY_CHARS:
         raise SQLError(f"the query is longer than {MAX_QUERY_CHARS} characters")
+    text_for_parser, top = _strip_top(text)
+    _check_depth(text_for_parser)
     try:
-        statements = [s for s in sqlglot.parse(text, read="duckdb") if s is not None]
+        statements = [s for s in sqlglot.parse(text_for_parser, read="duckdb") if s is not None]
     except ParseError as e:
         first = e.errors[0] if e.errors else {}
         line, col = first.get("line"), first.get("col")
@@ -211,6 +270,8 @@ def parse(text: str) -> ParsedQuery:
         ) from None
     except TokenError:
         raise SQLError("the query does not parse: unterminated string or bad token") from None
+    except RecursionError:
+        raise SQLError("the query nests too deeply; simplify it") from None
     if len(statements) != 1:
         raise SQLError(
             f"send exactly one SELECT statement (found {len(statements)}); "
@@ -225,7 +286,79 @@ def parse(text: str) -> ParsedQuery:
             f"only SELECT queries are answered; a {kind} statement is refused "
             "(deniable never runs DDL, DML or commands)"
         )
-    return _parse_select(stmt, text)
+    if top is not None:
+        if stmt.args.get("limit"):
+            raise refuse("use either TOP or LIMIT, not both", stmt.args["limit"], text)
+        stmt.set("limit", exp.Limit(expression=exp.Literal.number(top)))
+    try:
+        return _parse_select(_canonical(stmt), text)
+    except RecursionError:
+        raise SQLError("the query nests too deeply; simplify it") from None
+
+
+def _check_depth(text: str) -> None:
+    """Refuse text whose parentheses nest deeper than :data:`MAX_DEPTH` (cheap, exact)."""
+    depth = deepest = 0
+    for ch in text:
+        if ch == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch == ")":
+            depth -= 1
+    if deepest > MAX_DEPTH:
+        raise SQLError(f"the query nests parentheses {deepest} deep (at most {MAX_DEPTH})")
+
+
+_TOP = re.compile(r"TOP", re.IGNORECASE)
+
+
+def _strip_top(text: str) -> tuple[str, int | None]:
+    """``SELECT [DISTINCT] TOP n …`` → the text without ``TOP n``, and ``n``.
+
+    DuckDB's grammar has no TOP; T-SQL users write it for LIMIT. Found through sqlglot's
+    tokenizer (so comments and strings are never mistaken for it).
+    """
+    try:
+        tokens = sqlglot.tokenize(text, read="duckdb")
+    except TokenError:
+        return text, None
+    i = 0
+    if i < len(tokens) and tokens[i].token_type == TokenType.SELECT:
+        i += 1
+        if i < len(tokens) and tokens[i].token_type == TokenType.DISTINCT:
+            i += 1
+        if (
+            i + 1 < len(tokens)
+            and _TOP.fullmatch(tokens[i].text)
+            and tokens[i + 1].token_type == TokenType.NUMBER
+        ):
+            n_text = tokens[i + 1].text
+            if not n_text.isdigit():
+                raise UnsafeQuery("TOP needs a non-negative integer literal; or use LIMIT n")
+            start, end = tokens[i].start, tokens[i + 1].end + 1
+            return text[:start] + " " * (end - start) + text[end:], int(n_text)
+        if (
+            i + 1 < len(tokens)
+            and _TOP.fullmatch(tokens[i].text)
+            and tokens[i + 1].token_type == TokenType.L_PAREN
+        ):
+            raise UnsafeQuery("TOP (expression) is not supported; write LIMIT n")
+    return text, None
+
+
+def _canonical(stmt: exp.Select) -> exp.Select:
+    """Spell synonyms one way (``VAR`` → ``VARIANCE``, ``STD`` → ``STDDEV``)."""
+
+    def fix(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Anonymous):
+            cls = _SYNONYMS.get(str(node.this).upper())
+            if cls is not None and len(node.expressions) == 1:
+                return cls(this=node.expressions[0])
+        return node
+
+    out = stmt.transform(fix)
+    assert isinstance(out, exp.Select)
+    return out
 
 
 def _parse_select(stmt: exp.Select, text: str) -> ParsedQuery:
@@ -237,65 +370,109 @@ def _parse_select(stmt: exp.Select, text: str) -> ParsedQuery:
     for sub in stmt.find_all(exp.Select, exp.Subquery, exp.SetOperation):
         if sub is not stmt:
             raise refuse("subqueries are not supported; query one table directly", sub, text)
+    for win in stmt.find_all(exp.Window):
+        raise refuse(
+            "window functions (OVER) are not supported: they compute per-row values",
+            win,
+            text,
+        )
+    normalized = normalize(stmt)
     table, alias = _parse_from(stmt, text)
-    group_by = _parse_group(stmt, text)
-    outputs = tuple(_parse_output(e, text, i) for i, e in enumerate(stmt.expressions))
-    if not outputs:
+    calls: list[AggregateCall] = []
+
+    def bind(node: exp.Expression) -> exp.Expression:
+        return _replace_aggregates(node, calls, text)
+
+    raw_outputs = list(stmt.expressions)
+    if not raw_outputs:
         raise SQLError("the SELECT list is empty")
-    outputs = _unique_names(outputs, stmt.expressions)
-    # GROUP BY may name outputs by 1-based position.
-    resolved_groups: list[str] = []
-    for g in group_by:
-        if isinstance(g, int):
-            if not 1 <= g <= len(outputs) or outputs[g - 1].key is None:
-                raise refuse(f"GROUP BY {g} must point to a group-key column of the SELECT list")
-            key = outputs[g - 1].key
-            assert key is not None
-            resolved_groups.append(key)
-        else:
-            resolved_groups.append(g)
+    items = [_parse_output(e, text, i, bind) for i, e in enumerate(raw_outputs)]
+    outputs = _unique_names(items, raw_outputs, calls)
+    group_exprs = _group_expressions(stmt, text, raw_outputs)
+    distinct = stmt.args.get("distinct")
+    if distinct:
+        if group_exprs or calls or distinct.args.get("on"):
+            raise refuse(
+                "SELECT DISTINCT with aggregates or GROUP BY is not supported; use GROUP BY "
+                "with aggregates",
+                distinct,
+                text,
+            )
+        group_exprs = [o.expr for o in outputs]
+    group_by = tuple(_group_key(g, text) for g in group_exprs)
     where_clause = stmt.args.get("where")
     where = where_clause.this if isinstance(where_clause, exp.Where) else None
-    order = _parse_order(stmt, text)
+    if where is not None:
+        for agg in where.find_all(exp.AggFunc):
+            raise refuse(
+                "aggregates are not allowed in WHERE (it filters rows); use HAVING", agg, text
+            )
+    having_clause = stmt.args.get("having")
+    having = bind(having_clause.this) if isinstance(having_clause, exp.Having) else None
+    order = _parse_order(stmt, text, bind)
     limit = _parse_count(stmt.args.get("limit"), "LIMIT", text)
     offset = _parse_count(stmt.args.get("offset"), "OFFSET", text)
     return ParsedQuery(
         table=table,
         alias=alias,
-        outputs=outputs,
+        outputs=tuple(outputs),
+        aggregates=tuple(calls),
         where=where,
-        group_by=tuple(resolved_groups),
+        group_by=group_by,
+        having=having,
         order_by=order,
         limit=limit,
         offset=offset,
-        normalized=normalize(stmt),
+        normalized=normalized,
         text=text,
     )
 
 
+def _replace_aggregates(
+    node: exp.Expression, calls: list[AggregateCall], text: str
+) -> exp.Expression:
+    """Replace every aggregate call in ``node`` by its ``__agg<i>`` placeholder."""
+
+    def visit(n: exp.Expression) -> exp.Expression:
+        call = _parse_aggregate(n, text)
+        if call is None:
+            return n
+        for i, seen in enumerate(calls):
+            if seen.same(call):
+                return exp.column(f"{AGG_PREFIX}{i}")
+        calls.append(call)
+        return exp.column(f"{AGG_PREFIX}{len(calls) - 1}")
+
+    return node.copy().transform(visit, copy=False)
+
+
 def _unique_names(
-    outputs: tuple[OutputItem, ...], nodes: list[exp.Expression]
-) -> tuple[OutputItem, ...]:
+    items: list[SelectItem], nodes: list[exp.Expression], calls: list[AggregateCall]
+) -> list[SelectItem]:
     """Refuse repeated aliases; number repeated default names (``variance_x_2``)."""
     aliased = [isinstance(n, exp.Alias) for n in nodes]
     seen: set[str] = set()
-    for o, a in zip(outputs, aliased, strict=True):
+    for o, a in zip(items, aliased, strict=True):
         if a:
             if o.name.lower() in seen:
                 raise refuse(f"the output name {o.name!r} is used twice; give each its own alias")
             seen.add(o.name.lower())
-    out: list[OutputItem] = []
+    out: list[SelectItem] = []
     taken = set(seen)
-    for o, a in zip(outputs, aliased, strict=True):
+    for o, a in zip(items, aliased, strict=True):
         if a:
             out.append(o)
             continue
-        name, i = o.name, 2
+        base = o.name
+        idx = o.aggregate_index
+        if idx is not None:
+            base = _default_name(calls[idx])
+        name, i = base, 2
         while name.lower() in taken:
-            name, i = f"{o.name}_{i}", i + 1
+            name, i = f"{base}_{i}", i + 1
         taken.add(name.lower())
-        out.append(OutputItem(name, o.key, o.aggregate, o.position))
-    return tuple(out)
+        out.append(SelectItem(name, o.expr, o.position))
+    return out
 
 
 def normalize(stmt: exp.Expression) -> str:
@@ -332,30 +509,48 @@ def _parse_from(stmt: exp.Select, text: str) -> tuple[str, str | None]:
     return table.this.name, alias
 
 
-def _parse_group(stmt: exp.Select, text: str) -> list[str | int]:
+def _group_expressions(
+    stmt: exp.Select, text: str, outputs: list[exp.Expression]
+) -> list[exp.Expression]:
     group = stmt.args.get("group")
     if group is None:
         return []
     for arg in ("grouping_sets", "cube", "rollup", "totals", "all"):
         if group.args.get(arg):
             raise refuse("GROUPING SETS, CUBE, ROLLUP and GROUP BY ALL are not supported", group)
-    out: list[str | int] = []
+    out: list[exp.Expression] = []
     for e in group.expressions:
-        if isinstance(e, exp.Column) and not e.args.get("db"):
-            out.append(e.name)
-        elif isinstance(e, exp.Literal) and not e.is_string and e.this.isdigit():
-            out.append(int(e.this))
+        if isinstance(e, exp.Literal) and not e.is_string and e.this.isdigit():
+            i = int(e.this)
+            if not 1 <= i <= len(outputs):
+                raise refuse(f"GROUP BY {i} is not a position of the SELECT list", e, text)
+            target = outputs[i - 1]
+            out.append(target.this if isinstance(target, exp.Alias) else target)
         else:
-            raise refuse(
-                "GROUP BY accepts column names (or output positions) only; "
-                "to group by an expression, ask the curator for a column holding it",
-                e,
-                text,
-            )
+            out.append(e)
     return out
 
 
-def _parse_output(node: exp.Expression, text: str, index: int) -> OutputItem:
+def _group_key(e: exp.Expression, text: str) -> str:
+    inner = _strip_parens(e)
+    if isinstance(inner, exp.Column) and not inner.args.get("db") and not inner.is_star:
+        return inner.name
+    if inner.find(exp.AggFunc) is not None:
+        raise refuse("GROUP BY cannot contain an aggregate", e, text)
+    raise refuse(
+        "GROUP BY accepts column names (or output positions) only; to group by an "
+        "expression, ask the curator for a column holding it",
+        e,
+        text,
+    )
+
+
+def _parse_output(
+    node: exp.Expression,
+    text: str,
+    index: int,
+    bind: object,
+) -> SelectItem:
     if isinstance(node, exp.Star) or (isinstance(node, exp.Column) and node.is_star):
         raise refuse(
             "SELECT * would release rows; select group keys and aggregates such as COUNT(*)",
@@ -368,36 +563,23 @@ def _parse_output(node: exp.Expression, text: str, index: int) -> OutputItem:
         name = node.alias
         inner = node.this
     pos = position_of(inner, text)
-    if isinstance(inner, exp.Column):
-        if inner.is_star:
-            raise refuse("SELECT t.* would release rows; select aggregates", inner, text)
-        return OutputItem(name=name or inner.name, key=inner.name, position=pos)
-    agg = _parse_aggregate(inner, text)
-    if agg is None:
-        if inner.find(exp.AggFunc) is not None:
-            raise refuse(
-                "arithmetic on aggregates is not supported; select the aggregates and "
-                "compute on the answer (post-processing is free)",
-                inner,
-                text,
-            )
-        raise refuse(
-            "every output must be a GROUP BY column or an aggregate (COUNT, SUM, AVG, "
-            "VARIANCE, STDDEV, MEDIAN, QUANTILE); a row-level expression would release rows",
-            inner,
-            text,
-        )
-    return OutputItem(name=name or _default_name(agg, index), aggregate=agg, position=pos)
+    if isinstance(inner, exp.Column) and inner.is_star:
+        raise refuse("SELECT t.* would release rows; select aggregates", inner, text)
+    assert callable(bind)
+    expr = bind(inner)
+    assert isinstance(expr, exp.Expression)
+    if name is None:
+        plain = _strip_parens(inner)
+        name = plain.name if isinstance(plain, exp.Column) else f"col{index}"
+    return SelectItem(name=name, expr=expr, position=pos)
 
 
-def _default_name(agg: AggregateCall, index: int) -> str:
-    if agg.func == "count" and agg.column is None:
-        return "count"
-    if agg.func == "quantile":
-        return f"quantile_{agg.column}_{float(agg.q or 0):g}".replace(".", "_")
-    if agg.func == "count_distinct":
-        return f"count_distinct_{agg.column}"
-    return f"{agg.func}_{agg.column}" if agg.column else f"col{index}"
+def _default_name(call: AggregateCall) -> str:
+    if call.column is None:
+        return call.kind.label
+    if call.kind is Quantile:
+        return f"quantile_{call.column}_{float(call.q or 0):g}".replace(".", "_")
+    return f"{call.kind.label}_{call.column}"
 
 
 def _column_arg(node: exp.Expression | None, func: str, text: str) -> str:
@@ -412,47 +594,84 @@ def _column_arg(node: exp.Expression | None, func: str, text: str) -> str:
 
 
 def _parse_aggregate(node: exp.Expression, text: str) -> AggregateCall | None:
-    if isinstance(node, exp.Filter | exp.Window | exp.WithinGroup):
-        raise refuse("FILTER, OVER and WITHIN GROUP on aggregates are not supported", node, text)
-    if isinstance(node, exp.Count):
+    """The :class:`AggregateCall` of ``node``, None when it is no aggregate."""
+    if isinstance(node, exp.Filter | exp.WithinGroup):
+        raise refuse("FILTER and WITHIN GROUP on aggregates are not supported", node, text)
+    kind = BY_SQL.get(type(node))
+    if kind is None:
+        if isinstance(node, exp.AggFunc) or (
+            isinstance(node, exp.Anonymous) and str(node.this).upper() in _KNOWN_AGGREGATES
+        ):
+            fname = node.sql_name() if isinstance(node, exp.AggFunc) else str(node.this)
+            raise refuse(
+                f"the aggregate {fname.upper()} is not supported; use COUNT, SUM, AVG, "
+                "VARIANCE, STDDEV, MEDIAN, QUANTILE, MIN or MAX",
+                node,
+                text,
+            )
+        return None
+    for inner in node.find_all(exp.AggFunc):
+        if inner is not node:  # type: ignore[comparison-overlap]
+            raise refuse("aggregates cannot be nested", inner, text)
+    if kind is Count:
         arg = node.this
         if isinstance(arg, exp.Star) or arg is None:
-            return AggregateCall("count", None)
+            return AggregateCall(Count, None)
         if isinstance(arg, exp.Distinct):
             cols = arg.expressions
             if len(cols) != 1:
                 raise refuse("COUNT(DISTINCT ...) takes one column", node, text)
             col = _column_arg(cols[0], "COUNT(DISTINCT ...)", text)
-            return AggregateCall("count_distinct", col, position=position_of(cols[0], text))
+            return AggregateCall(CountDistinct, col, position=position_of(cols[0], text))
         col = _column_arg(arg, "COUNT", text)
-        return AggregateCall("count", col, position=position_of(arg, text))
-    for cls, func in _SIMPLE_AGGREGATES.items():
-        if type(node) is cls:
-            _no_extra_args(node, ("this",), text)
-            col = _column_arg(node.this, func.upper(), text)
-            q = Fraction(1, 2) if func == "median" else None
-            return AggregateCall(
-                func,
-                col,
-                q=q,
-                population=isinstance(node, _POPULATION),
-                position=position_of(node.this, text),
-            )
-    if isinstance(node, _QUANTILES):
+        return AggregateCall(Count, col, position=position_of(arg, text))
+    if issubclass(kind, Quantile) and kind.sql == Quantile.sql:
         arg_name = "quantile" if isinstance(node, exp.Quantile) else "expression"
         _no_extra_args(node, ("this", arg_name), text)
         col = _column_arg(node.this, "QUANTILE", text)
-        q = _quantile_literal(node.args.get(arg_name), text)
-        return AggregateCall("quantile", col, q=q, position=position_of(node.this, text))
-    if isinstance(node, exp.AggFunc | exp.Anonymous):
-        fname = node.sql_name() if isinstance(node, exp.AggFunc) else str(node.this)
+        q_lit = _quantile_literal(node.args.get(arg_name), text)
+        return AggregateCall(kind, col, q=q_lit, position=position_of(node.this, text))
+    _no_extra_args(node, ("this",), text)
+    if isinstance(node.this, exp.Distinct):
         raise refuse(
-            f"the aggregate {fname.upper()} is not supported; use COUNT, SUM, AVG, VARIANCE, "
-            "STDDEV, MEDIAN or QUANTILE",
+            f"{kind.label.upper()}(DISTINCT ...) is not supported; only COUNT(DISTINCT unit)",
             node,
             text,
         )
-    return None
+    col = _column_arg(node.this, kind.label.upper(), text)
+    q: Fraction | None = None
+    if issubclass(kind, Quantile):
+        q = kind.q
+    population = issubclass(kind, Variance) and isinstance(node, exp.VariancePop | exp.StddevPop)
+    return AggregateCall(
+        kind, col, q=q, population=population, position=position_of(node.this, text)
+    )
+
+
+_KNOWN_AGGREGATES = frozenset(
+    {
+        "MODE",
+        "STRING_AGG",
+        "LISTAGG",
+        "GROUP_CONCAT",
+        "ARRAY_AGG",
+        "BIT_AND",
+        "BIT_OR",
+        "BOOL_AND",
+        "BOOL_OR",
+        "PRODUCT",
+        "KURTOSIS",
+        "SKEWNESS",
+        "ENTROPY",
+        "HISTOGRAM",
+        "FIRST",
+        "LAST",
+        "ANY_VALUE",
+        "ARG_MAX",
+        "ARG_MIN",
+        "APPROX_COUNT_DISTINCT",
+    }
+)
 
 
 def _no_extra_args(node: exp.Expression, allowed: tuple[str, ...], text: str) -> None:
@@ -472,27 +691,20 @@ def _quantile_literal(node: exp.Expression | None, text: str) -> Fraction:
     raise refuse("QUANTILE(col, q) needs a numeric literal q between 0 and 1", node, text)
 
 
-def _parse_order(stmt: exp.Select, text: str) -> tuple[OrderItem, ...]:
+def _parse_order(
+    stmt: exp.Select, text: str, bind: object
+) -> tuple[tuple[exp.Expression, bool], ...]:
     order = stmt.args.get("order")
     if order is None:
         return ()
-    out: list[OrderItem] = []
+    out: list[tuple[exp.Expression, bool]] = []
+    assert callable(bind)
     for o in order.expressions:
         if not isinstance(o, exp.Ordered):
             raise refuse("unsupported ORDER BY entry", o, text)
-        e = o.this
-        desc = bool(o.args.get("desc"))
-        if isinstance(e, exp.Column) and not e.args.get("db"):
-            out.append(OrderItem(e.name, desc, position_of(e, text)))
-        elif isinstance(e, exp.Literal) and not e.is_string and e.this.isdigit():
-            out.append(OrderItem(int(e.this), desc))
-        else:
-            raise refuse(
-                "ORDER BY accepts output names, group keys or positions (it sorts the noisy "
-                "answer)",
-                e,
-                text,
-            )
+        expr = bind(o.this)
+        assert isinstance(expr, exp.Expression)
+        out.append((expr, bool(o.args.get("desc"))))
     return tuple(out)
 
 

@@ -24,7 +24,7 @@ values moves a sum by at most ``n·2^e/2``, i.e. ``n·2^-31`` noise scales. The 
 rounded once more, to the grid of the noise (see ``_noise``), with that slack paid for in the
 sensitivity.
 
-Budget split: the query's ε (or ρ) is divided evenly over its aggregates — and, when group
+Budget split: the query's ε (or ρ) is divided evenly over its distinct aggregates — and, when group
 keys are private, over partition selection as one more share — unless ``split`` gives
 weights; AVG spends its share half on a noisy sum and half on a noisy count, VARIANCE and
 STDDEV a third each on count, sum and sum of squares. All of δ goes to partition selection.
@@ -41,161 +41,69 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal
 
-import numpy as np
-import numpy.typing as npt
-
-from deniable.accounting.composition import compose
-from deniable.accounting.conversions import convert
 from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
 from deniable.errors import InternalError, InvalidParameter, UnsafeQuery
-from deniable.mechanisms.gaussian import gaussian_loss
-from deniable.mechanisms.laplace import laplace_loss
-from deniable.noise.discrete_laplace import MAX_SCALE
-from deniable.noise.grid import grid_exponent
-from deniable.query.catalog import Bounds, Column, ColumnKind
+from deniable.mechanisms.events import PartitionSelectionEvent, PrivacyEvent, compose_events
+from deniable.query import partition
+from deniable.query.aggregates import Aggregate, PlanContext
+from deniable.query.catalog import Bounds, Column
 from deniable.query.catalog.validate import ValidatedQuery
-from deniable.query.parse import AggregateFunc
+from deniable.query.measures import (
+    MAX_GAUSSIAN_SIGMA2,
+    NOISE_UNITS_LOG2,
+    ROW_UNITS_LOG2,
+    Measure,
+    l2_bound,
+    round_half_away,
+    sum_exponent,
+)
 
-ROW_UNITS_LOG2 = 30
-"""Per-row fixed point: the noise scale of a sum is 2^30 to 2^31 units of the row grid."""
-NOISE_UNITS_LOG2 = 24
-"""Noise scales above 2^25 units are brought to 2^24–2^25 units of a coarser grid (well
-inside the exact samplers' fast range); exact measures are rounded to it once, the slack
-paid for."""
-MAX_GAUSSIAN_SIGMA2 = Fraction(2**60)
+__all__ = [
+    "MAX_GAUSSIAN_SIGMA2",
+    "MAX_PUBLIC_PARTITIONS",
+    "NOISE_UNITS_LOG2",
+    "QUANTILE_GRID",
+    "ROW_UNITS_LOG2",
+    "SELECTION",
+    "AggregatePlan",
+    "DPPlan",
+    "Measure",
+    "SelectionPlan",
+    "check_loss",
+    "l2_bound",
+    "make_plan",
+    "requested_loss",
+    "round_half_away",
+]
+
 QUANTILE_GRID = 1000
 """Default number of steps of the quantile candidate grid ``lower + j·(upper − lower)/B``."""
 MAX_PUBLIC_PARTITIONS = 1_000_000
 SELECTION = "(partition selection)"
 """Key of the partition-selection share in ``split``."""
 
-MeasureKind = Literal["rows", "values", "units", "sum", "squares", "histogram"]
-Mechanism = Literal["geometric", "discrete_gaussian", "exponential"]
-
-
-def round_half_away(x: Fraction) -> int:
-    """Round to the nearest integer, ties away from zero — as DuckDB's ``round`` on doubles.
-
-    Examples:
-        >>> round_half_away(Fraction(5, 2)), round_half_away(Fraction(-5, 2))
-        (3, -3)
-    """
-    n = math.floor(abs(x) + Fraction(1, 2))
-    return n if x >= 0 else -n
-
 
 @dataclass(frozen=True, slots=True)
-class Measure:
-    """One exact per-partition integer computed by the engine, and how it is noised.
-
-    Row-level meaning by kind (NULL and NaN values are ignored, as SQL aggregates do):
-
-    * ``rows``: number of rows; ``values``: number of non-NULL, non-NaN values of ``column``;
-      ``units``: number of privacy units in the partition (after bounding).
-    * ``sum``: Σ ``round(clamp(x, lower_f, upper_f)·2^-exponent) − centre`` (integer units).
-    * ``squares``: Σ ``round((clamp(x) − midpoint_f)²·2^-exponent)``.
-    * ``histogram``: counts of ``round((clamp(x) − lower_f)·grid/(upper_f − lower_f))``,
-      noised by the exponential mechanism for quantile ``q``.
+class AggregatePlan:
+    """One aggregate of the plan and the measures it spends its share on.
 
     Attributes:
-        id: SQL-safe name (``m0``, ``m1``, …).
-        kind: see above.
-        column: the aggregated column (None for ``rows`` and ``units``).
-        lower_f: clamping lower bound as the engine uses it (a double).
-        upper_f: clamping upper bound as the engine uses it.
-        midpoint_f: centre of ``squares`` (a double).
-        exponent: fixed-point grid ``2^exponent`` of ``sum``/``squares``.
-        centre: integer subtracted from each ``sum`` unit (0 for plain sums).
-        row_low: least per-row contribution (integer units).
-        row_high: greatest per-row contribution (integer units).
-        partition_sensitivity: Δ_p, the most one unit changes the measure of one partition.
-        mechanism: the noise mechanism.
-        sensitivity: the sensitivity given to the mechanism (L1 over partitions for
-            geometric and exponential, an upper bound of L2 for the discrete Gaussian).
-        budget: ε (geometric, exponential) or ρ (discrete Gaussian) given to the mechanism.
-        q: quantile of a ``histogram`` measure.
-        grid: number of steps of a ``histogram`` grid.
-        integer_column: whether ``column`` holds integers (sums stay integers on grid 1).
-        shift: the exact measure is rounded to a multiple of ``2^shift`` before noise.
+        name: the aggregate's name (its output's, or a default such as ``sum_age``).
+        aggregate: the aggregate object (it post-processes its measures).
+        measures: ids of its measures.
+        budget: its share of ε (or ρ).
     """
 
-    id: str
-    kind: MeasureKind
-    column: Column | None
-    lower_f: float
-    upper_f: float
-    midpoint_f: float
-    exponent: int
-    centre: int
-    row_low: int
-    row_high: int
-    partition_sensitivity: int
-    mechanism: Mechanism
-    sensitivity: Fraction
-    budget: Fraction
-    q: Fraction | None = None
-    grid: int = 0
-    integer_column: bool = False
-    shift: int = 0
-
-    @property
-    def granularity(self) -> Fraction:
-        """The grid of the released value: ``2^(exponent + shift)`` (exact)."""
-        return Fraction(2) ** (self.exponent + self.shift)
-
-    @property
-    def row_granularity(self) -> Fraction:
-        """The per-row fixed-point grid ``2^exponent`` (exact)."""
-        return Fraction(2) ** self.exponent
-
-    def coarsen(self, exact: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        """Round exact measures to multiples of ``2^shift`` (half up), in coarse units."""
-        if self.shift == 0:
-            return exact
-        return (exact + (1 << (self.shift - 1))) >> self.shift
-
-    @property
-    def loss(self) -> PrivacyLoss:
-        """The privacy map of this measure's mechanism at its sensitivity and budget."""
-        if self.mechanism == "discrete_gaussian":
-            sigma2 = self.sensitivity * self.sensitivity / (2 * self.budget)
-            return gaussian_loss(self.sensitivity, sigma2)
-        if self.mechanism == "geometric":
-            return laplace_loss(self.sensitivity, self.sensitivity / self.budget)
-        return Epsilon(epsilon=self.budget)  # exponential mechanism: ε by its contract
-
-    def describe(self) -> dict[str, object]:
-        """A JSON-compatible record of this release (for the ledger)."""
-        out: dict[str, object] = {
-            "measure": self.id,
-            "kind": self.kind,
-            "column": None if self.column is None else self.column.name,
-            "mechanism": self.mechanism,
-            "sensitivity": str(self.sensitivity),
-            ("rho" if self.mechanism == "discrete_gaussian" else "epsilon"): str(self.budget),
-        }
-        if self.kind in ("sum", "squares"):
-            out["row_grid"] = f"2^{self.exponent}"
-        if self.shift:
-            out["noise_grid"] = f"2^{self.exponent + self.shift}"
-        if self.kind == "histogram":
-            out["q"] = str(self.q)
-            out["grid"] = self.grid
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class OutputPlan:
-    """How one output column is built from measures (post-processing only)."""
-
     name: str
-    func: AggregateFunc | None
-    key: Column | None
+    aggregate: Aggregate
     measures: tuple[str, ...]
-    bounds: Bounds | None
-    population: bool = False
+    budget: Fraction
+
+    @property
+    def bounds(self) -> Bounds | None:
+        """The clamping range the aggregate uses."""
+        return self.aggregate.bounds
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +118,11 @@ class SelectionPlan:
     epsilon: Fraction
     delta: Fraction
     max_groups: int
+
+    @property
+    def event(self) -> PartitionSelectionEvent:
+        """The privacy event of the selection."""
+        return PartitionSelectionEvent(self.epsilon, self.delta, self.max_groups)
 
     @property
     def loss(self) -> EpsilonDelta:
@@ -227,7 +140,8 @@ class DPPlan:
         public_domain: every output key tuple when all keys are public, else None.
         selection: partition selection when some key is private, else None.
         measures: the noisy measures.
-        outputs: the output columns.
+        aggregates: the aggregates, each with its measures (``__agg<i>`` is
+            ``aggregates[i]``).
         max_groups: the effective per-unit partition cap ``m``.
         max_rows: the per-unit, per-partition row cap ``r``.
         requested: the loss the analyst asked to spend.
@@ -240,12 +154,17 @@ class DPPlan:
     public_domain: tuple[tuple[object, ...], ...] | None
     selection: SelectionPlan | None
     measures: tuple[Measure, ...]
-    outputs: tuple[OutputPlan, ...]
+    aggregates: tuple[AggregatePlan, ...]
     max_groups: int
     max_rows: int
     requested: PrivacyLoss
     loss: PrivacyLoss
     level: float
+
+    @property
+    def events(self) -> tuple[PrivacyEvent, ...]:
+        """The typed privacy events of the release; they compose to :attr:`loss`."""
+        return tuple(_events(list(self.measures), self.selection))
 
     def measure(self, measure_id: str) -> Measure:
         """Look a measure up by id."""
@@ -276,11 +195,12 @@ class DPPlan:
                 "delta": str(self.selection.delta),
                 "per_partition": f"(ε/{self.selection.max_groups}, δ/{self.selection.max_groups})",
             },
+            "aggregates": {a.name: type(a.aggregate).__name__ for a in self.aggregates},
             "measures": [m.describe() for m in self.measures],
             "bounds": {
-                o.name: [str(o.bounds.lower), str(o.bounds.upper)]
-                for o in self.outputs
-                if o.bounds is not None
+                a.name: [str(a.bounds.lower), str(a.bounds.upper)]
+                for a in self.aggregates
+                if a.bounds is not None
             },
         }
 
@@ -342,12 +262,13 @@ def make_plan(
     """Plan the DP answer of ``query`` spending ``requested``; pure, reads no data.
 
     The returned plan's ``loss`` is what the ledger will be charged: the composition of the
-    measures' privacy maps and of the partition selection, never more than ``requested``.
+    measures' privacy maps and of the partition selection, never more than ``requested``
+    (and zero for a query of public keys alone, which releases nothing private).
 
     Raises:
         UnsafeQuery: private keys without a δ to select them, or too many public partitions.
         InvalidParameter: malformed ``split``/``level``, or a budget so small that the noise
-            would exceed what the exact samplers support.
+            (or the partition selection) would exceed what the exact samplers support.
         InternalError: the post-condition on the loss failed (a bug; nothing is released).
     """
     if not isinstance(level, float | int) or isinstance(level, bool) or not 0 < level < 1:
@@ -394,139 +315,33 @@ def make_plan(
 
     total = requested.rho if isinstance(requested, Rho) else requested.epsilon
     shares = _shares(query, split, private)
-    measures: list[Measure] = []
-    outputs: list[OutputPlan] = []
-    counter = itertools.count()
-
-    def add(m_: Measure) -> str:
-        measures.append(m_)
-        return m_.id
 
     # All sums of one column share one row grid (the finest any of them wants), so that the
     # engine computes one exact sum per column; centred sums are derived from it exactly.
     grids: dict[str, int] = {}
-    for out in query.outputs:
-        agg = out.aggregate
-        if agg is None or agg.func not in ("sum", "avg", "variance", "stddev"):
-            continue
-        assert agg.column is not None and agg.bounds is not None
-        part = {"sum": 1, "avg": 2}.get(agg.func, 3)
-        e = _sum_exponent(
-            agg.column,
-            agg.bounds,
-            total * shares[out.name] / part,
-            kind,
-            m,
-            r,
-            centred=agg.func != "sum",
-        )
-        grids[agg.column.name] = min(e, grids.get(agg.column.name, e))
-
-    def grid(column: Column | None) -> int | None:
-        return None if column is None else grids.get(column.name)
-
-    for out in query.outputs:
-        if out.key is not None:
-            outputs.append(OutputPlan(out.name, None, out.key, (), None))
-            continue
-        agg = out.aggregate
-        assert agg is not None
-        budget = total * shares[out.name]
-        ids: list[str] = []
-        if agg.func == "count":
-            ids.append(
-                add(
-                    _count(
-                        f"m{next(counter)}",
-                        "rows" if agg.column is None else "values",
-                        agg.column,
-                        budget,
-                        kind,
-                        m,
-                        r,
-                    )
-                )
-            )
-        elif agg.func == "count_distinct":
-            ids.append(add(_count(f"m{next(counter)}", "units", None, budget, kind, m, 1)))
-        elif agg.func == "sum":
+    for name, agg in query.aggregates:
+        for centred, part in agg.sum_shares():
             assert agg.column is not None and agg.bounds is not None
-            ids.append(
-                add(
-                    _sum(
-                        f"m{next(counter)}",
-                        agg.column,
-                        agg.bounds,
-                        budget,
-                        kind,
-                        m,
-                        r,
-                        centred=False,
-                        exponent=grid(agg.column),
-                    )
-                )
+            e = sum_exponent(
+                agg.column, agg.bounds, total * shares[name] * part, kind, m, r, centred=centred
             )
-        elif agg.func == "avg":
-            assert agg.column is not None and agg.bounds is not None
-            ids.append(
-                add(_count(f"m{next(counter)}", "values", agg.column, budget / 2, kind, m, r))
-            )
-            ids.append(
-                add(
-                    _sum(
-                        f"m{next(counter)}",
-                        agg.column,
-                        agg.bounds,
-                        budget / 2,
-                        kind,
-                        m,
-                        r,
-                        centred=True,
-                        exponent=grid(agg.column),
-                    )
-                )
-            )
-        elif agg.func in ("variance", "stddev"):
-            assert agg.column is not None and agg.bounds is not None
-            third = budget / 3
-            ids.append(add(_count(f"m{next(counter)}", "values", agg.column, third, kind, m, r)))
-            centred = _sum(
-                f"m{next(counter)}",
-                agg.column,
-                agg.bounds,
-                third,
-                kind,
-                m,
-                r,
-                centred=True,
-                exponent=grid(agg.column),
-            )
-            ids.append(add(centred))
-            # Squares are taken about the sum's centre, so that both use one origin.
-            centre = float(centred.centre * centred.row_granularity)
-            ids.append(
-                add(
-                    _squares(f"m{next(counter)}", agg.column, agg.bounds, centre, third, kind, m, r)
-                )
-            )
-        else:  # median, quantile
-            assert agg.column is not None and agg.bounds is not None and agg.q is not None
-            ids.append(
-                add(
-                    _quantile(
-                        f"m{next(counter)}",
-                        agg.column,
-                        agg.bounds,
-                        agg.q,
-                        budget,
-                        kind,
-                        m,
-                        r,
-                        quantile_grid,
-                    )
-                )
-            )
-        outputs.append(OutputPlan(out.name, agg.func, None, tuple(ids), agg.bounds, agg.population))
+            grids[agg.column.name] = min(e, grids.get(agg.column.name, e))
+    counter = itertools.count()
+    ctx = PlanContext(
+        loss_kind=kind,
+        max_groups=m,
+        max_rows=r,
+        quantile_grid=quantile_grid,
+        grids=grids,
+        new_id=lambda: f"m{next(counter)}",
+    )
+    measures: list[Measure] = []
+    planned: list[AggregatePlan] = []
+    for name, agg in query.aggregates:
+        budget = total * shares[name]
+        ms = agg.plan(budget, ctx)
+        measures.extend(ms)
+        planned.append(AggregatePlan(name, agg, tuple(x.id for x in ms), budget))
 
     selection = None
     if private:
@@ -534,6 +349,8 @@ def make_plan(
         selection = SelectionPlan(
             epsilon=requested.epsilon * shares[SELECTION], delta=delta, max_groups=m
         )
+        # Refused here, before anything is charged, if the rule cannot be computed exactly.
+        partition.check_selection(selection.epsilon, selection.delta, m)
     plan_loss = _compose(measures, selection, kind)
     plan = DPPlan(
         query=query,
@@ -541,7 +358,7 @@ def make_plan(
         public_domain=domain,
         selection=selection,
         measures=tuple(measures),
-        outputs=tuple(outputs),
+        aggregates=tuple(planned),
         max_groups=m,
         max_rows=r,
         requested=requested,
@@ -555,10 +372,19 @@ def make_plan(
 def _compose(
     measures: list[Measure], selection: SelectionPlan | None, kind: type[PrivacyLoss]
 ) -> PrivacyLoss:
-    losses: list[PrivacyLoss] = [m.loss for m in measures]
+    return compose_events(_events(measures, selection), kind)
+
+
+def _events(measures: list[Measure], selection: SelectionPlan | None) -> list[PrivacyEvent]:
+    events: list[PrivacyEvent] = [m.event for m in measures]
     if selection is not None:
-        losses.append(selection.loss)
-    return convert(compose(losses), kind)
+        events.append(selection.event)
+    return events
+
+
+def releases_nothing_private(plan: DPPlan) -> bool:
+    """Whether the plan releases only public values (public keys, no aggregate): free."""
+    return not plan.measures and plan.selection is None
 
 
 def check_loss(plan: DPPlan) -> None:
@@ -572,6 +398,8 @@ def check_loss(plan: DPPlan) -> None:
         raise InternalError("the noise plan's loss differs from the loss to be charged")
     if not _within(plan.loss, plan.requested):
         raise InternalError("the noise plan would spend more than the query asked for")
+    if releases_nothing_private(plan):
+        return
     if isinstance(plan.requested, Epsilon | EpsilonDelta) and plan.loss != plan.requested:
         # Pure and approximate budgets are split exactly: nothing may be lost or added.
         raise InternalError("the noise plan's loss differs from the requested loss")
@@ -612,258 +440,6 @@ def _shares(
                 raise InvalidParameter("split weights must be > 0")
             weights[target] = Fraction(w)
     total = sum(weights.values())
+    if not total:
+        return {}
     return {p: w / total for p, w in weights.items()}
-
-
-def _count(
-    measure_id: str,
-    kind_: MeasureKind,
-    column: Column | None,
-    budget: Fraction,
-    loss_kind: type[PrivacyLoss],
-    m: int,
-    r: int,
-) -> Measure:
-    dp = r  # each row adds 1
-    mech, shift, sens = _noise(loss_kind, dp, m, budget, "a count")
-    return Measure(
-        id=measure_id,
-        kind=kind_,
-        column=column,
-        lower_f=0.0,
-        upper_f=0.0,
-        midpoint_f=0.0,
-        exponent=0,
-        centre=0,
-        row_low=0,
-        row_high=1,
-        partition_sensitivity=dp,
-        mechanism=mech,
-        sensitivity=sens,
-        budget=budget,
-        shift=shift,
-    )
-
-
-def l2_bound(partition_sensitivity: int, m: int) -> Fraction:
-    """A rational upper bound of ``√m·Δ_p`` (the L2 sensitivity over ``m`` partitions).
-
-    Examples:
-        >>> l2_bound(3, 4)
-        Fraction(6, 1)
-    """
-    if m == 1:
-        return Fraction(partition_sensitivity)
-    scaled = math.isqrt(m * partition_sensitivity**2 * 4**20)
-    if scaled * scaled < m * partition_sensitivity**2 * 4**20:
-        scaled += 1
-    return Fraction(scaled, 2**20)
-
-
-def _noise(
-    loss_kind: type[PrivacyLoss], partition_sensitivity: int, m: int, budget: Fraction, what: str
-) -> tuple[Mechanism, int, Fraction]:
-    """Mechanism, rounding shift and mechanism sensitivity of an exact integer measure.
-
-    The exact per-partition integer is rounded to a multiple of ``2^shift`` (half up) before
-    noise when its noise scale exceeds 2^25 units, so that it is 2^24–2^25 coarse units. The
-    rounding may move each of the ``m`` partitions a unit touches one more coarse unit apart,
-    so the sensitivity given to the mechanism is ``floor(L₁/2^shift) + m`` in L1 norm and
-    ``L₂/2^shift + √m`` in L2 norm (``L`` itself when ``shift = 0``).
-    """
-    if loss_kind is Rho:
-        mech: Mechanism = "discrete_gaussian"
-        full = l2_bound(partition_sensitivity, m)
-        scale = Fraction(math.isqrt(int(full * full / (2 * budget))) + 1)
-    else:
-        mech = "geometric"
-        full = Fraction(m * partition_sensitivity)
-        scale = full / budget
-    bits = scale.numerator.bit_length() - scale.denominator.bit_length()
-    shift = max(0, bits - NOISE_UNITS_LOG2)
-    if shift and full / 2**shift < 2**8 * m:
-        # The rounding slack would cost more than 0.4% of the noise: refuse instead.
-        raise InvalidParameter(
-            f"{'ρ' if loss_kind is Rho else 'ε'} is too small for {what}: spend more"
-        )
-    if shift == 0:
-        sens = full
-    elif mech == "geometric":
-        sens = Fraction(math.floor(full / 2**shift) + m)
-    else:
-        sens = full / 2**shift + l2_bound(1, m)
-    if mech == "geometric":
-        if sens.denominator != 1:
-            raise InternalError("an integer mechanism needs an integer sensitivity")
-        if sens / budget > MAX_SCALE:
-            raise InvalidParameter(f"ε is too small for {what}: spend more")
-    elif sens**2 / (2 * budget) > MAX_GAUSSIAN_SIGMA2:
-        raise InvalidParameter(f"ρ is too small for {what}: spend more")
-    return mech, shift, sens
-
-
-def _row_grid(loss_kind: type[PrivacyLoss], real_l: Fraction, budget: Fraction) -> int:
-    """Exponent of the per-row fixed-point grid.
-
-    Both the sensitivity and the noise scale are at least 2^30 row units, so rounding each
-    row moves a sum of ``n`` rows by at most ``n·2^-31`` of either.
-    """
-    if loss_kind is Rho:
-        scale = Fraction(math.sqrt(float(real_l**2 / (2 * budget))))
-    else:
-        scale = real_l / budget
-    return grid_exponent(min(real_l, scale), ROW_UNITS_LOG2)
-
-
-def _coarsest(magnitude: Fraction) -> int:
-    """Least grid exponent keeping one row's units below 2^40 (no int64 overflow in sums)."""
-    e = magnitude.numerator.bit_length() - magnitude.denominator.bit_length() + 1
-    return e - 40
-
-
-def _units(x: float, exponent: int) -> int:
-    return round_half_away(Fraction(x) / Fraction(2) ** exponent)
-
-
-def _sum_exponent(
-    column: Column,
-    bounds: Bounds,
-    budget: Fraction,
-    loss_kind: type[PrivacyLoss],
-    m: int,
-    r: int,
-    *,
-    centred: bool,
-) -> int:
-    """The row grid a sum of ``column`` wants on its own (see :func:`_row_grid`)."""
-    lo_f, hi_f = bounds.as_floats()
-    lo, hi = Fraction(lo_f), Fraction(hi_f)
-    reach = (hi - lo) / 2 if centred else max(abs(lo), abs(hi))
-    real_l = m * r * reach if loss_kind is not Rho else Fraction(math.sqrt(m)) * r * reach
-    e = max(_row_grid(loss_kind, real_l, budget), _coarsest(max(abs(lo), abs(hi))))
-    return max(e, 0) if column.kind is ColumnKind.INTEGER else e
-
-
-def _sum(
-    measure_id: str,
-    column: Column,
-    bounds: Bounds,
-    budget: Fraction,
-    loss_kind: type[PrivacyLoss],
-    m: int,
-    r: int,
-    *,
-    centred: bool,
-    exponent: int | None = None,
-) -> Measure:
-    lo_f, hi_f = bounds.as_floats()
-    e = _sum_exponent(column, bounds, budget, loss_kind, m, r, centred=centred)
-    if exponent is not None:
-        e = min(e, exponent)  # a finer grid shared with other sums of the column
-    integer = column.kind is ColumnKind.INTEGER
-    a, b = _units(lo_f, e), _units(hi_f, e)
-    centre = (a + b) // 2 if centred else 0
-    row_low, row_high = a - centre, b - centre
-    dp = r * max(abs(row_low), abs(row_high))
-    mech, shift, sens = _noise(loss_kind, dp, m, budget, f"the sum of {column.name!r}")
-    return Measure(
-        id=measure_id,
-        kind="sum",
-        column=column,
-        lower_f=lo_f,
-        upper_f=hi_f,
-        midpoint_f=float(bounds.midpoint),
-        exponent=e,
-        centre=centre,
-        row_low=row_low,
-        row_high=row_high,
-        partition_sensitivity=dp,
-        mechanism=mech,
-        sensitivity=sens,
-        budget=budget,
-        integer_column=integer,
-        shift=shift,
-    )
-
-
-def _squares(
-    measure_id: str,
-    column: Column,
-    bounds: Bounds,
-    mid_f: float,
-    budget: Fraction,
-    loss_kind: type[PrivacyLoss],
-    m: int,
-    r: int,
-) -> Measure:
-    lo_f, hi_f = bounds.as_floats()
-    # The engine computes d = clamp(x) − mid and d·d in IEEE doubles; both are monotone, so
-    # the largest per-row value is reached at a bound. Python floats are the same doubles.
-    dl, dh = lo_f - mid_f, hi_f - mid_f
-    top = max(dl * dl, dh * dh)
-    real_l = (m * r if loss_kind is not Rho else Fraction(math.sqrt(m)) * r) * Fraction(top)
-    e = max(_row_grid(loss_kind, real_l, budget), _coarsest(Fraction(top)))
-    b = _units(top, e)
-    dp = r * max(b, 1)
-    mech, shift, sens = _noise(loss_kind, dp, m, budget, f"the squares of {column.name!r}")
-    return Measure(
-        id=measure_id,
-        kind="squares",
-        column=column,
-        lower_f=lo_f,
-        upper_f=hi_f,
-        midpoint_f=mid_f,
-        exponent=e,
-        centre=0,
-        row_low=0,
-        row_high=b,
-        partition_sensitivity=dp,
-        mechanism=mech,
-        sensitivity=sens,
-        budget=budget,
-        shift=shift,
-    )
-
-
-def _quantile(
-    measure_id: str,
-    column: Column,
-    bounds: Bounds,
-    q: Fraction,
-    budget: Fraction,
-    loss_kind: type[PrivacyLoss],
-    m: int,
-    r: int,
-    grid: int,
-) -> Measure:
-    lo_f, hi_f = bounds.as_floats()
-    if column.kind is ColumnKind.INTEGER:
-        grid = min(grid, int(bounds.upper - bounds.lower))
-    if loss_kind is Rho:
-        # Pure ε implies ε²/2-zCDP: use the largest dyadic ε with ε²/2 ≤ ρ.
-        eps = Fraction(math.isqrt(int(2 * budget * 4**40)), 2**40)
-        if eps <= 0:
-            raise InvalidParameter("rho is too small for a quantile")
-    else:
-        eps = budget
-    # Scores are −|(den−num)·#below − num·#above| (integers); one row moves one of the two
-    # counts of every other candidate by one.
-    dp = r * max(q.numerator, q.denominator - q.numerator)
-    return Measure(
-        id=measure_id,
-        kind="histogram",
-        column=column,
-        lower_f=lo_f,
-        upper_f=hi_f,
-        midpoint_f=float(bounds.midpoint),
-        exponent=0,
-        centre=0,
-        row_low=0,
-        row_high=1,
-        partition_sensitivity=dp,
-        mechanism="exponential",
-        sensitivity=Fraction(m * dp),
-        budget=eps,
-        q=q,
-        grid=grid,
-    )

@@ -11,13 +11,27 @@ sample many noisy releases of one exact answer.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
-from deniable.curator.session import Session
 from deniable.errors import InvalidParameter
 from deniable.query.plan import DPPlan
 from deniable.query.release import ExactAggregates
 from deniable.query.rewrite.compile import CompiledQuery, Secrets
+
+
+class Session(Protocol):
+    """What the hooks need of a :class:`deniable.curator.session.Session`.
+
+    A protocol, not an import: the query layer never imports the curator.
+    """
+
+    def plan(self, query: str, **options: Any) -> DPPlan:
+        """Plan a query (no data read)."""
+        ...
+
+    def _exact(self, plan: DPPlan, secrets: Secrets) -> tuple[CompiledQuery, ExactAggregates]:
+        """Run a plan's bounded aggregation without noise."""
+        ...
 
 
 def exact_aggregates(

@@ -1,3 +1,3 @@
 -- expect: UnsafeQuery
--- match: no aggregate
-SELECT editor FROM students GROUP BY editor
+-- match: no aggregate and no GROUP BY
+SELECT 1 AS one FROM students

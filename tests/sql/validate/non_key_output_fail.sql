@@ -1,3 +1,3 @@
 -- expect: UnsafeQuery
--- match: neither an aggregate nor a GROUP BY
+-- match: neither a GROUP BY key nor inside an aggregate
 SELECT editor, gender, COUNT(*) FROM students GROUP BY editor

@@ -1,3 +1,3 @@
 -- expect: UnsafeQuery
--- match: every output
+-- match: neither a GROUP BY key nor inside an aggregate
 SELECT scholarship + 1 FROM students

@@ -1,2 +1,3 @@
 -- expect: UnsafeQuery
+-- match: HAVING
 SELECT COUNT(*) FROM students WHERE COUNT(*) > 1

@@ -1,0 +1,325 @@
+"""``execute``: run a :class:`~deniable.query.program.QueryProgram`, charge it, release it.
+
+The one release path (DESIGN.md §6). In order:
+
+1. an identical question answered before (same cache key) is served from the ledger at no
+   cost;
+2. a cheap early refusal when the cost does not fit what is left;
+3. the bounded aggregation runs in the engine (with fresh CSPRNG keys for the pseudo-random
+   row and partition orders); a failure here costs nothing;
+4. the ledger commits the charge in one transaction (it re-checks the budget atomically);
+5. only then is noise drawn and anything computed from the data post-processed into the
+   :class:`~deniable.query.answer.Answer` — values, intervals, HAVING, ORDER BY, LIMIT —
+   which is stored for replays.
+
+Nothing fallible that could release data runs before the charge commits, and no check of
+the loss runs after it: the program's events were checked against its loss when it was
+compiled.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from fractions import Fraction
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from deniable.accounting.conversions import convert
+from deniable.accounting.filter import BudgetFilter
+from deniable.accounting.loss import EpsilonDelta, PrivacyLoss
+from deniable.engines.base import Engine, TableBinding
+from deniable.errors import BudgetExceeded, InternalError
+from deniable.ledger import Ledger
+from deniable.noise.source import RandomSource, resolve
+from deniable.query import postprocess
+from deniable.query.answer import Answer, AnswerMetadata, loss_to_json, show_loss, zero_like
+from deniable.query.catalog.validate import KEY_PREFIX
+from deniable.query.parse import AGG_PREFIX
+from deniable.query.plan import DPPlan, releases_nothing_private
+from deniable.query.program import QueryProgram
+from deniable.query.release import ExactAggregates, NoisyAnswer, read_result, release
+from deniable.query.rewrite.compile import CompiledQuery, Secrets
+from deniable.sampling.account import SampleAccount
+
+
+def new_secrets(source: RandomSource | None) -> Secrets:
+    """Fresh keys of the pseudo-random row and partition orders (63-bit, from ``source``)."""
+    words = resolve(source).words(2)
+    return Secrets(rows=int(words[0]) >> 1, partitions=int(words[1]) >> 1)
+
+
+def run_bounded(
+    program: QueryProgram | DPPlan, engine: Engine, binding: TableBinding, secrets: Secrets
+) -> tuple[CompiledQuery, ExactAggregates]:
+    """Run the bounded aggregation (no noise, no charge): internal to the release path.
+
+    Raises:
+        SQLError: the engine refused the statement at bind time (types), before any row.
+        EngineError: the engine failed; nothing was charged.
+    """
+    plan = program.plan if isinstance(program, QueryProgram) else program
+    compiled = compile_statement(plan, engine, binding, secrets)
+    engine.check(binding, compiled.sql)
+    result = engine.run(binding, compiled.sql)
+    return compiled, read_result(result, compiled, plan)
+
+
+def compile_statement(
+    plan: DPPlan, engine: Engine, binding: TableBinding, secrets: Secrets
+) -> CompiledQuery:
+    """The plan's statement rendered for ``engine``."""
+    from deniable.query.rewrite.compile import compile_plan
+
+    return compile_plan(plan, engine.capabilities, binding.name, secrets)
+
+
+def execute(
+    program: QueryProgram,
+    engine: Engine,
+    ledger: Ledger,
+    *,
+    dataset: str,
+    analyst: str,
+    binding: TableBinding,
+    source: RandomSource | None = None,
+    sample: SampleAccount | None = None,
+) -> Answer:
+    """Answer ``program``, charging ``program.loss`` (amplified on a sampled table).
+
+    Nothing is charged when the identical question was answered before (the stored answer
+    is returned) or when the program releases only public keys.
+
+    Args:
+        program: the compiled query.
+        engine: the engine holding the table.
+        ledger: the dataset's ledger (the only source of truth for the remaining budget).
+        dataset: the ledger's name of the dataset.
+        analyst: who asks (recorded with the charge).
+        binding: the engine's binding of the program's table.
+        source: randomness (default: the OS CSPRNG).
+        sample: the amplification account when the table is a Bernoulli sample.
+
+    Raises:
+        BudgetExceeded: the cost does not fit what is left (nothing was spent).
+        SQLError: the engine refused the statement's types (nothing was spent).
+        EngineError: the engine failed (nothing was spent).
+        LedgerError: the ledger could not record the charge (nothing was released).
+    """
+    plan = program.plan
+    stored = ledger.cached_answer(dataset, program.cache_key)
+    if stored is not None:
+        cached = Answer.from_bytes(
+            stored, loss=zero_like(plan.loss), remaining=ledger.remaining(dataset), cached=True
+        )
+        return _named_as_asked(cached, plan)
+    free = releases_nothing_private(plan)
+    with nullcontext(None) if sample is None or free else sample.pending(plan.loss) as amplified:
+        cost = plan.loss if amplified is None else _sampled_cost(plan, amplified)
+        if not free:
+            _precheck_budget(ledger, dataset, cost)
+        _, exact = run_bounded(program, engine, binding, new_secrets(source))
+        charge_id: int | None = None
+        if not free:
+            details = plan.describe()
+            if sample is not None:
+                details["sampling"] = {
+                    "rate": str(sample.rate),
+                    "loss_on_sample": loss_to_json(plan.loss),
+                    "charged": loss_to_json(cost),
+                }
+            charge = ledger.charge(
+                dataset,
+                cost,
+                analyst=analyst,
+                query_key=program.cache_key,
+                query_text=program.text,
+                details=details,
+            )
+            charge_id = charge.id
+    # Only now, after the commit, is anything computed from the data made public.
+    noisy = release(plan, exact, source=source)
+    answer = build_answer(
+        plan,
+        noisy,
+        loss=cost,
+        remaining=ledger.remaining(dataset),
+        charge_id=charge_id,
+        sample_rate=None if sample is None else sample.rate,
+    )
+    if charge_id is not None:
+        ledger.store_answer(charge_id, answer.to_bytes())
+    return answer
+
+
+def _named_as_asked(answer: Answer, plan: DPPlan) -> Answer:
+    """A replay under the output names of this query (the cache key folds their case)."""
+    asked: list[str] = []
+    for out in plan.query.outputs:
+        asked.append(out.name)
+        if f"{out.name}_low" in {c.lower() for c in answer.columns} or (
+            f"{out.name.lower()}_low" in {c.lower() for c in answer.columns}
+        ):
+            asked += [f"{out.name}_low", f"{out.name}_high"]
+    if len(asked) != len(answer.columns) or [a.lower() for a in asked] != [
+        c.lower() for c in answer.columns
+    ]:
+        return answer
+    frame = answer.to_pandas()
+    frame.columns = pd.Index(asked)
+    return Answer(frame, answer.metadata)
+
+
+def _precheck_budget(ledger: Ledger, dataset: str, loss: PrivacyLoss) -> None:
+    # A cheap early refusal before the engine runs; the ledger re-checks atomically.
+    budget = BudgetFilter(ledger.cap(dataset), spent=ledger.spent(dataset))
+    if not budget.can_charge(loss):
+        left = budget.remaining
+        raise BudgetExceeded(
+            f"this query costs {show_loss(loss)} but only {show_loss(left)} is left of "
+            f"the budget of dataset {dataset!r}; nothing was spent",
+            requested=loss,
+            remaining=left,
+        )
+
+
+def _sampled_cost(plan: DPPlan, amplified: EpsilonDelta) -> PrivacyLoss:
+    """The amplified cost in the budget's kind; never more than the plan's own loss."""
+    cost: PrivacyLoss = convert(amplified, type(plan.loss))
+    if not cost <= plan.loss:  # type: ignore[operator]
+        raise InternalError("the amplified loss exceeds the loss on the sample")
+    return cost
+
+
+def _key_array(values: list[object]) -> npt.NDArray[np.generic]:
+    """Released keys as a numeric array when they are all numbers, else objects."""
+    if values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return np.array(values, dtype=np.int64)
+    if values and all(
+        v is None or (isinstance(v, int | float) and not isinstance(v, bool)) for v in values
+    ):
+        return np.array(
+            [np.nan if v is None else float(v) for v in values],  # type: ignore[arg-type]
+            dtype=np.float64,
+        )
+    return np.array(values, dtype=object)
+
+
+def build_answer(
+    plan: DPPlan,
+    noisy: NoisyAnswer,
+    *,
+    loss: PrivacyLoss,
+    remaining: PrivacyLoss,
+    charge_id: int | None,
+    sample_rate: Fraction | None = None,
+) -> Answer:
+    """Assemble the answer: outputs, intervals, HAVING, ORDER BY, LIMIT (post-processing only).
+
+    Outputs that are exactly an aggregate carry its values and interval; other outputs are
+    evaluated by :mod:`deniable.query.postprocess` (intervals by interval arithmetic, NaN
+    where none follows, with the reason in the notes); group keys are the released keys.
+    """
+    query = plan.query
+    size = len(noisy.keys)
+    env = postprocess.Env(
+        size=size,
+        aggregates={i: r.values for i, r in enumerate(noisy.released)},
+        intervals={i: r.interval for i, r in enumerate(noisy.released)},
+        keys={j: _key_array([k[j] for k in noisy.keys]) for j in range(len(plan.keys))},
+    )
+    data: dict[str, object] = {}
+    mechanisms: dict[str, str] = {}
+    notes: dict[str, str] = {}
+    bounds: dict[str, tuple[float, float]] = {}
+    for out in query.outputs:
+        if out.key is not None and not postprocess.placeholders(out.expr, AGG_PREFIX):
+            j = int(out.expr.name[len(KEY_PREFIX) :]) if out.expr.name else 0
+            data[out.name] = [k[j] for k in noisy.keys]
+            continue
+        if out.aggregate is not None:
+            col = noisy.columns[out.aggregate]
+            agg = plan.aggregates[out.aggregate]
+            data[out.name] = col.values
+            nan = np.full(size, np.nan)
+            data[f"{out.name}_low"] = nan if col.low is None else col.low
+            data[f"{out.name}_high"] = nan if col.high is None else col.high
+            mechanisms[out.name] = col.mechanism
+            if col.note:
+                notes[out.name] = col.note
+            if agg.bounds is not None:
+                bounds[out.name] = agg.bounds.as_floats()
+            continue
+        used = sorted(postprocess.placeholders(out.expr, AGG_PREFIX))
+        value = postprocess.evaluate(out.expr, env, plan.level)
+        data[out.name] = value.values
+        if not used:
+            continue
+        nan = np.full(size, np.nan)
+        data[f"{out.name}_low"] = nan if value.low is None else value.low
+        data[f"{out.name}_high"] = nan if value.high is None else value.high
+        names = ", ".join(plan.aggregates[i].name for i in used)
+        mechanisms[out.name] = f"post-processing of {names}"
+        if value.low is None:
+            notes[out.name] = f"no interval: {value.reason or 'not derivable'}"
+        elif len(used) > 1:
+            per = 1 - (1 - plan.level) / len(used)
+            notes[out.name] = (
+                f"interval by interval arithmetic over {names}, each at level {per:.4g} "
+                f"(all hold at once with probability ≥ {plan.level:g})"
+            )
+    frame = pd.DataFrame(data, index=pd.RangeIndex(size))
+    keep = np.ones(size, dtype=bool)
+    if query.having is not None:
+        keep = postprocess.predicate(query.having, env)
+    sort_cols: list[str] = []
+    for n, (expr, _) in enumerate(query.order_by):
+        name = f"__order{n}"
+        frame[name] = postprocess.evaluate(expr, env, plan.level).values
+        sort_cols.append(name)
+    frame = frame[keep]
+    if sort_cols:
+        frame = frame.sort_values(
+            sort_cols,
+            ascending=[not d for _, d in query.order_by],
+            kind="mergesort",
+            na_position="last",
+        )
+    frame = frame.drop(columns=sort_cols)
+    start = query.offset or 0
+    stop = None if query.limit is None else start + query.limit
+    frame = frame.iloc[start:stop].reset_index(drop=True)
+    selection = None
+    if plan.selection is not None:
+        selection = (
+            f"private keys: optimal partition selection (Desfontaines et al. 2022), "
+            f"ε = {float(plan.selection.epsilon):.4g}, δ = {float(plan.selection.delta):.3g} "
+            f"(per group ε/{plan.selection.max_groups}, δ/{plan.selection.max_groups}); "
+            f"{noisy.selected} groups released"
+        )
+    elif plan.keys:
+        selection = "public keys: every declared key is output, empty groups included"
+    if query.having is not None:
+        notes["(having)"] = (
+            "HAVING filters the released rows on their noisy values (post-processing); "
+            "conditions on group keys alone also filter the rows read"
+        )
+    meta = AnswerMetadata(
+        query=query.parsed.text,
+        loss=loss,
+        cost=plan.loss,
+        remaining=remaining,
+        level=plan.level,
+        bounds=bounds,
+        max_groups=plan.max_groups,
+        max_rows=plan.max_rows,
+        privacy_unit=query.table.policy.privacy_unit,
+        mechanisms=mechanisms,
+        notes=notes,
+        partition_selection=selection,
+        charge_id=charge_id,
+        sample_rate=None if sample_rate is None else float(sample_rate),
+        loss_on_sample=None if sample_rate is None else plan.loss,
+    )
+    return Answer(frame, meta)

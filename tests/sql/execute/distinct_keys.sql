@@ -1,0 +1,2 @@
+-- options: {"epsilon": 1}
+SELECT DISTINCT editor FROM students

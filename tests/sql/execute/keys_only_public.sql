@@ -1,0 +1,1 @@
+SELECT editor FROM students GROUP BY editor

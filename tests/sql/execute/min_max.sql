@@ -1,0 +1,1 @@
+SELECT MIN(scholarship) AS lo, MAX(scholarship) AS hi FROM students

@@ -1,0 +1,3 @@
+-- expect: UnsafeQuery
+-- match: DISTINCT
+SELECT DISTINCT editor, COUNT(*) FROM students GROUP BY editor

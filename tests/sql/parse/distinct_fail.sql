@@ -1,3 +1,0 @@
--- expect: UnsafeQuery
--- match: DISTINCT
-SELECT DISTINCT editor FROM students

@@ -1,3 +1,0 @@
--- expect: UnsafeQuery
--- match: MAX
-SELECT MAX(scholarship) FROM students

@@ -1,0 +1,3 @@
+-- expect: UnsafeQuery
+-- match: MODE
+SELECT MODE(scholarship) FROM students
