@@ -3,6 +3,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
+import numpy as np
 import pandas as pd
 import pytest
 import sqlglot
@@ -12,6 +13,7 @@ from deniable.accounting.loss import EpsilonDelta
 from deniable.curator.session import Session
 from deniable.engines.base import Capabilities
 from deniable.engines.duckdb import DuckDBEngine
+from deniable.query.release import ExactAggregates
 from deniable.query.rewrite.compile import Secrets, compile_plan
 from deniable.query.testing import exact_aggregates
 
@@ -88,7 +90,7 @@ def test_engine_capabilities_change_spelling_not_results(tmp_path, query: str) -
     assert sorted(exact_a.keys, key=repr) == sorted(exact_b.keys, key=repr)
     assert (None,) in exact_a.keys
 
-    def by_key(exact, values):  # type: ignore[no-untyped-def]
+    def by_key(exact: ExactAggregates, values: np.ndarray) -> dict[object, object]:
         return dict(zip(exact.keys, values.tolist(), strict=True))
 
     assert by_key(exact_a, exact_a.units) == by_key(exact_b, exact_b.units)
@@ -111,4 +113,46 @@ def test_engine_runs_only_one_select(tmp_path) -> None:  # type: ignore[no-untyp
         with pytest.raises(InternalError):
             s._engine.check(binding, bad)
     assert len(s._engine.run(binding, f'SELECT * FROM "{binding.name}"')) == len(_frame())
+    s.close()
+
+
+def test_duckdb_keyed_hash_is_the_chain_of_one_argument_hashes() -> None:
+    from deniable.query.rewrite.compile import _Sql, render
+
+    h = _Sql(DuckDBEngine.capabilities).keyed_hash(7, ["__u", "__k0", "__v0"])
+    assert render(h, "duckdb") == (
+        "hash(xor(hash(xor(hash(xor(CAST(7 AS UBIGINT), hash(__u))), hash(__k0))), hash(__v0)))"
+    )
+
+
+def test_engine_limitations_are_typed_refusals(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from deniable.engines.base import POSTGRES_CAPABILITIES, SPARK_CAPABILITIES
+    from deniable.errors import UnsafeQuery
+
+    s = _session(tmp_path)
+    # Spark has no NFC normalisation: a text privacy unit could count one person as two
+    plan = s.plan('SELECT COUNT(*) AS n FROM t GROUP BY "we""ird key"', epsilon=1, delta=1e-6)
+    with pytest.raises(UnsafeQuery, match=r"spark.*NFC"):
+        compile_plan(plan, SPARK_CAPABILITIES, "b", Secrets(1, 2))
+    postgres = compile_plan(plan, POSTGRES_CAPABILITIES, "b", Secrets(1, 2)).sql
+    assert "normalize(" in postgres.lower() and "hashtextextended" in postgres
+    # PostgreSQL has no TRY: a predicate that could raise on some rows is refused
+    plan = s.plan("SELECT COUNT(*) AS n FROM t WHERE v / 2 > 1", epsilon=1)
+    with pytest.raises(UnsafeQuery, match=r"postgres.*no TRY"):
+        compile_plan(plan, POSTGRES_CAPABILITIES, "b", Secrets(1, 2))
+    plan = s.plan("SELECT COUNT(*) AS n FROM t WHERE v > 1 AND who LIKE 'u1%'", epsilon=1)
+    sql = compile_plan(plan, POSTGRES_CAPABILITIES, "b", Secrets(1, 2)).sql
+    sqlglot.parse_one(sql, read="postgres")
+    s.close()
+
+
+def test_rendering_never_drops_a_construct_silently(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from deniable.errors import InternalError
+
+    s = _session(tmp_path)
+    plan = s.plan("SELECT COUNT(*) AS n FROM t WHERE v > 1", epsilon=1)
+    compiled = compile_plan(plan, DuckDBEngine.capabilities, "b", Secrets(1, 2))
+    assert "try(" in compiled.render("duckdb")
+    with pytest.raises(InternalError):  # PostgreSQL has no TRY: never rendered without it
+        compiled.render("postgres")
     s.close()

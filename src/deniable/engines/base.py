@@ -1,17 +1,24 @@
 """What the query compiler needs from an engine: declared capabilities and five calls.
 
 Engines are thin adapters. The compiler reads :class:`Capabilities` (never an engine's name)
-to choose how to spell the generated SQL; the session calls :meth:`Engine.bind` once per
+to choose how to build the generated statement, a sqlglot expression tree rendered in the
+engine's dialect by sqlglot's generator; the session calls :meth:`Engine.bind` once per
 table (and :meth:`Engine.sample` for a table queried through a sample) and then
 :meth:`Engine.check` and :meth:`Engine.run` with SQL that deniable generated.
 No engine ever receives the analyst's text.
+
+Capability sets of engines that do not exist yet (:data:`POSTGRES_CAPABILITIES`,
+:data:`SPARK_CAPABILITIES`) live here so that the compiler's output for them can be rendered
+and reviewed (golden tests) before their adapters land.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Protocol
+
+from sqlglot import exp
 
 if TYPE_CHECKING:
     from fractions import Fraction
@@ -24,31 +31,150 @@ SAMPLE_ALIAS = "__t"
 """The alias of the table in the identity expression given to :meth:`Engine.sample` (the
 compiler's alias of the source table)."""
 
+Unary = Callable[[exp.Expression], exp.Expression]
+"""Builds an expression of one argument (e.g. the engine's hash of a value)."""
+Binary = Callable[[exp.Expression, exp.Expression], exp.Expression]
+"""Builds an expression of two arguments (e.g. the bitwise exclusive or of two hashes)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Capabilities:
-    """Facts about an engine's SQL that change how deniable spells a query.
+    """Facts about an engine's SQL that change how deniable builds a query.
+
+    Functions are given either as a name (a plain call ``name(arg, …)``) or as a builder of
+    the sqlglot expression; the compiler only calls :meth:`hash`, :meth:`xor`, :meth:`nfc`
+    and :meth:`is_nan_test`.
 
     Attributes:
-        dialect: the sqlglot dialect used to render identifiers and literals.
+        dialect: the sqlglot dialect the statement is rendered in.
         try_expression: ``TRY(expr)`` turns a runtime error into NULL (used so that no row
             predicate can fail on one dataset and not on its neighbour).
-        semi_join: ``SEMI JOIN`` / ``ANTI JOIN`` are available.
-        null_safe_equal: ``IS NOT DISTINCT FROM`` may be used as a join condition.
-        hash_function: a deterministic, well-mixed 64-bit hash of one value (unsigned result).
-        xor_function: bitwise exclusive or of two such hashes (or of a hash and a key).
-        unicode_nfc: a function normalising text to Unicode NFC.
-        is_nan: a function testing a double for NaN.
+        semi_join: ``SEMI JOIN`` / ``ANTI JOIN`` are available (else ``[NOT] EXISTS``).
+        null_safe_equal: ``IS NOT DISTINCT FROM`` may be used as a join condition (else
+            ``(a = b OR (a IS NULL AND b IS NULL))``).
+        hash_function: a deterministic, well-mixed 64-bit hash of one value, never NULL
+            (unsigned when :attr:`unsigned_hash`, else a signed BIGINT).
+        xor_function: bitwise exclusive or of two such hashes (or of a hash and a key);
+            None: sqlglot's bitwise xor of the dialect (``#`` in PostgreSQL, ``^`` in Spark).
+        unicode_nfc: normalises text to Unicode NFC (None: the engine has none; text privacy
+            units are then refused).
+        is_nan: tests a double for NaN.
+        unsigned_hash: hashes are UBIGINT (the keys are cast to UBIGINT, else BIGINT).
+        wide_sum: ``sum`` of BIGINT returns a wider exact type (HUGEINT, NUMERIC), so that
+            sums over many rows never overflow; else they are summed as DECIMAL(38, 0).
+        try_arithmetic: without :attr:`try_expression`, ``try_add``, ``try_subtract``,
+            ``try_multiply``, ``try_divide`` and ``TRY_CAST`` exist (Spark): the row
+            predicate's arithmetic is spelled with them. Otherwise a predicate that could
+            raise at run time (arithmetic, casts) is refused on an engine without TRY.
     """
 
     dialect: str
     try_expression: bool
     semi_join: bool
     null_safe_equal: bool
-    hash_function: str
-    xor_function: str
-    unicode_nfc: str | None
-    is_nan: str
+    hash_function: str | Unary
+    xor_function: str | Binary | None
+    unicode_nfc: str | Unary | None
+    is_nan: str | Unary
+    unsigned_hash: bool = True
+    wide_sum: bool = True
+    try_arithmetic: bool = False
+
+    def hash(self, value: exp.Expression) -> exp.Expression:
+        """The engine's 64-bit hash of ``value`` (see :attr:`hash_function`)."""
+        return _call1(self.hash_function, value)
+
+    def xor(self, a: exp.Expression, b: exp.Expression) -> exp.Expression:
+        """Bitwise exclusive or of two 64-bit integers."""
+        f = self.xor_function
+        if f is None:
+            return exp.BitwiseXor(this=a, expression=b)
+        if isinstance(f, str):
+            return exp.Anonymous(this=f, expressions=[a, b])
+        return f(a, b)
+
+    def nfc(self, text: exp.Expression) -> exp.Expression | None:
+        """``text`` normalised to Unicode NFC, or None when the engine cannot."""
+        if self.unicode_nfc is None:
+            return None
+        return _call1(self.unicode_nfc, text)
+
+    def is_nan_test(self, value: exp.Expression) -> exp.Expression:
+        """A predicate: ``value`` (a double) is NaN."""
+        return _call1(self.is_nan, value)
+
+
+def _call1(f: str | Unary, arg: exp.Expression) -> exp.Expression:
+    if isinstance(f, str):
+        return exp.Anonymous(this=f, expressions=[arg])
+    return f(arg)
+
+
+def _type(t: exp.DType) -> exp.DataType:
+    return exp.DataType.build(t)
+
+
+def _postgres_hash(value: exp.Expression) -> exp.Expression:
+    # hashtextextended(text, seed) -> bigint, of the value's text; NULL hashes to 0.
+    text = exp.Cast(this=value, to=_type(exp.DataType.Type.TEXT))
+    hashed = exp.Anonymous(this="hashtextextended", expressions=[text, exp.Literal.number(0)])
+    return exp.Coalesce(this=hashed, expressions=[exp.Literal.number(0)])
+
+
+def _postgres_is_nan(value: exp.Expression) -> exp.Expression:
+    # PostgreSQL has no isnan(): NaN equals NaN (and only NaN) among double precision values.
+    nan = exp.Cast(this=exp.Literal.string("NaN"), to=_type(exp.DataType.Type.DOUBLE))
+    return exp.EQ(this=value, expression=nan)
+
+
+def _normalize_nfc(text: exp.Expression) -> exp.Expression:
+    return exp.Normalize(this=text, form=exp.var("NFC"))
+
+
+DUCKDB_CAPABILITIES = Capabilities(
+    dialect="duckdb",
+    try_expression=True,
+    semi_join=True,
+    null_safe_equal=True,
+    hash_function="hash",
+    xor_function="xor",
+    unicode_nfc="nfc_normalize",
+    is_nan="isnan",
+    unsigned_hash=True,
+    wide_sum=True,
+)
+"""DuckDB: ``hash`` (UBIGINT), ``xor``, ``TRY``, SEMI JOIN, ``nfc_normalize``, HUGEINT sums."""
+
+POSTGRES_CAPABILITIES = Capabilities(
+    dialect="postgres",
+    try_expression=False,
+    semi_join=False,
+    null_safe_equal=True,
+    hash_function=_postgres_hash,
+    xor_function=None,
+    unicode_nfc=_normalize_nfc,
+    is_nan=_postgres_is_nan,
+    unsigned_hash=False,
+    wide_sum=True,
+)
+"""PostgreSQL (13+): ``hashtextextended`` of the text (BIGINT), ``#``, ``EXISTS``,
+``normalize(…, NFC)``, NUMERIC sums; no TRY, so row predicates that could raise are refused."""
+
+SPARK_CAPABILITIES = Capabilities(
+    dialect="spark",
+    try_expression=False,
+    semi_join=True,
+    null_safe_equal=True,
+    hash_function="xxhash64",
+    xor_function=None,
+    unicode_nfc=None,
+    is_nan="isnan",
+    unsigned_hash=False,
+    wide_sum=False,
+    try_arithmetic=True,
+)
+"""Spark SQL (3.3+): ``xxhash64`` (BIGINT), ``^``, LEFT SEMI JOIN, ``try_*`` arithmetic,
+DECIMAL(38, 0) sums; no NFC normalisation, so text privacy units are refused."""
 
 
 @dataclass(frozen=True, slots=True)

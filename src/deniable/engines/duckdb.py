@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
+import re
 import uuid
 from collections.abc import Callable
 from fractions import Fraction
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import duckdb
 from sqlglot import exp
 
-from deniable.engines.base import SAMPLE_ALIAS, Capabilities, TableBinding
+from deniable.engines.base import DUCKDB_CAPABILITIES, SAMPLE_ALIAS, Capabilities, TableBinding
 from deniable.errors import EngineError, InternalError, InvalidParameter, SQLError
 from deniable.noise.source import RandomSource
 from deniable.sampling.bernoulli import BernoulliFilter
@@ -66,16 +67,7 @@ class DuckDBEngine:
         >>> engine.close()
     """
 
-    capabilities: ClassVar[Capabilities] = Capabilities(
-        dialect="duckdb",
-        try_expression=True,
-        semi_join=True,
-        null_safe_equal=True,
-        hash_function="hash",
-        xor_function="xor",
-        unicode_nfc="nfc_normalize",
-        is_nan="isnan",
-    )
+    capabilities: ClassVar[Capabilities] = DUCKDB_CAPABILITIES
 
     def __init__(self, *, threads: int | None = None, memory_limit: str | None = None) -> None:
         self._con = duckdb.connect(":memory:")
@@ -98,6 +90,13 @@ class DuckDBEngine:
     def bind(self, name: str, source: object, *, version: str | None = None) -> TableBinding:
         """Make ``source`` queryable under a private name and describe its schema.
 
+        Every row is read once here (to fingerprint the content, or, with ``version``, to
+        check that every value converts), so that a file DuckDB cannot read fails now, as
+        :class:`~deniable.errors.InvalidParameter`, rather than at query time. Nothing is
+        released: the error names the file and, when DuckDB reports it, the column and what
+        to fix, never a value or a line of the data (DuckDB's own message, which quotes the
+        offending line, is dropped, and is neither the cause nor the context of the error).
+
         Args:
             name: the table's public name (used for the connection's own table when the
                 source is a DuckDB connection).
@@ -107,10 +106,15 @@ class DuckDBEngine:
                 content (row count and a sum of row hashes, computed in DuckDB).
 
         Raises:
-            InvalidParameter: an unsupported source, a missing file or table.
+            InvalidParameter: an unsupported source, a missing file or table, or a source
+                DuckDB cannot read (an empty file, a ragged or badly encoded CSV, a value
+                that does not convert to its column's detected type, a corrupt Parquet file).
         """
         internal = f"__deniable_{next(self._counter)}"
         runner: Runner
+        view: str | None = None  # the DDL of a file source's view, run under the guard below
+        what = "the source"
+        csv: Path | None = None
         if isinstance(source, str | os.PathLike):
             path = Path(source)
             if not path.exists():
@@ -118,11 +122,17 @@ class DuckDBEngine:
             lower = path.name.lower()
             if lower.endswith(_PARQUET) or path.is_dir():
                 reader = f"read_parquet({literal(str(path))})"
+                what = f"the Parquet file {str(path)!r}"
             elif lower.endswith(_CSV):
                 reader = f"read_csv({literal(str(path))})"
+                what = f"the CSV file {str(path)!r}"
+                csv = path
             else:
                 raise InvalidParameter("file sources must be Parquet (.parquet) or CSV (.csv)")
-            self._con.execute(f"CREATE VIEW {quote(internal)} AS SELECT * FROM {reader}")
+            if path.is_file() and path.stat().st_size == 0:
+                needs = "a header line" if csv is not None else "a Parquet footer"
+                raise InvalidParameter(f"{what} is empty: it needs at least {needs}")
+            view = f"CREATE VIEW {quote(internal)} AS SELECT * FROM {reader}"
             runner = self._con.sql
             self._local.add(internal)
         elif isinstance(source, duckdb.DuckDBPyConnection):
@@ -137,6 +147,7 @@ class DuckDBEngine:
                 ) from None
             internal = name
             runner = conn.sql
+            what = f"the table {name!r} of the DuckDB connection"
         elif isinstance(source, duckdb.DuckDBPyRelation):
             rel = source
             virtual = internal
@@ -144,6 +155,7 @@ class DuckDBEngine:
             def runner(sql: str, rel: duckdb.DuckDBPyRelation = rel, v: str = virtual) -> Any:
                 return rel.query(v, sql)
 
+            what = "the DuckDB relation"
         elif _is_frame(source):
             self._con.register(internal, source)
             runner = self._con.sql
@@ -154,11 +166,68 @@ class DuckDBEngine:
                 f"table, a DuckDB relation or connection; got {type(source).__name__}"
             )
         self._runners[internal] = runner
-        described = runner(f"DESCRIBE SELECT * FROM {quote(internal)}").fetchall()
-        columns = tuple((str(r[0]), str(r[1])) for r in described)
-        if version is None:
-            version = self._fingerprint(runner, internal, columns)
+        columns: tuple[tuple[str, str], ...] = ()
+        problem: str | None = None
+        try:
+            if view is not None:
+                self._con.execute(view)
+            described = runner(f"DESCRIBE SELECT * FROM {quote(internal)}").fetchall()
+            columns = tuple((str(r[0]), str(r[1])) for r in described)
+            if csv is not None:
+                problem = self._ragged(csv, columns)
+            if problem is None:
+                if version is None:
+                    version = self._fingerprint(runner, internal, columns)
+                elif not _is_frame(source):
+                    _read_every_value(runner, internal, columns)
+        except duckdb.Error as e:
+            # Only the exception's class and the column it names are kept: DuckDB's message
+            # quotes the offending line, which is private data.
+            problem = _read_failure(e, columns)
+        if problem is not None:
+            # Raised outside the handler: DuckDB's exception is not even the __context__.
+            self._forget(internal, dropped=view is not None, registered=_is_frame(source))
+            raise InvalidParameter(f"{what} could not be read: {problem}")
+        assert version is not None
         return TableBinding(name=internal, columns=columns, version=version)
+
+    def _ragged(self, path: Path, columns: tuple[tuple[str, str], ...]) -> str | None:
+        """Spot a CSV whose rows disagree within DuckDB's sniffing sample.
+
+        DuckDB's sniffer then silently falls back to one column holding whole lines (a
+        header like ``a,b``); re-sniffing with that delimiter forced makes it fail instead.
+        """
+        if len(columns) != 1:
+            return None
+        header = columns[0][0]
+        for delimiter in (",", ";", "\t", "|"):
+            if delimiter not in header:
+                continue
+            try:
+                self._con.execute(
+                    f"SELECT count(*) FROM read_csv({literal(str(path))}, "
+                    f"delim = {literal(delimiter)}, header = true)"
+                ).fetchall()
+            except duckdb.Error:
+                # Not even the field count: the first line may be data (no header).
+                return (
+                    f"its rows do not all have the same number of fields (separated by "
+                    f"{delimiter!r}); give every row one field per header column (quote "
+                    "fields that contain the delimiter)"
+                )
+        return None
+
+    def _forget(self, internal: str, *, dropped: bool, registered: bool) -> None:
+        """Undo a failed :meth:`bind` (never touches a caller's own table)."""
+        self._runners.pop(internal, None)
+        self._local.discard(internal)
+        try:
+            if dropped:
+                self._con.execute(f"DROP VIEW IF EXISTS {quote(internal)}")
+            if registered:
+                self._con.unregister(internal)
+        except duckdb.Error:  # best effort: the private name is never reused
+            pass
 
     def sample(
         self,
@@ -189,6 +258,7 @@ class DuckDBEngine:
         runner = self._runner(binding)
         name = f"__deniable_sample_{next(self._counter)}"
         staged: str | None = None
+        failure: str | None = None
         try:
             if binding.name in self._local:
                 relation = quote(binding.name)
@@ -208,12 +278,12 @@ class DuckDBEngine:
                     params,
                 )
         except duckdb.Error as e:
-            raise EngineError(
-                f"the engine failed while drawing the sample ({type(e).__name__})"
-            ) from None
+            failure = type(e).__name__  # the message may quote a row: keep only the class
         finally:
             if staged is not None:
                 self._con.unregister(staged)
+        if failure is not None:  # raised outside the handler: no DuckDB message in the context
+            raise EngineError(f"the engine failed while drawing the sample ({failure})")
         self._runners[name] = self._con.sql
         self._local.add(name)
         # Each sample is new data: its version never repeats (a public label, not a secret).
@@ -237,6 +307,8 @@ class DuckDBEngine:
         Raises:
             SQLError: DuckDB refused the generated query at bind time (e.g. the WHERE clause
                 compares text with a number). This depends only on the schema.
+            EngineError: DuckDB failed otherwise (e.g. a bound file changed and no longer
+                reads); the message names only the kind of failure.
             InternalError: the text is not exactly one SELECT statement (a bug).
         """
         runner = self._runner(binding)
@@ -247,11 +319,21 @@ class DuckDBEngine:
             raise InternalError("the generated SQL does not parse") from None
         if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
             raise InternalError("the generated SQL is not exactly one SELECT statement")
+        refused: str | None = None
+        failure: str | None = None
         try:
             runner(sql)
         except (duckdb.BinderException, duckdb.ParserException, duckdb.CatalogException) as e:
-            message = str(e).splitlines()[0]
-            raise SQLError(f"the query does not type-check against the table: {message}") from None
+            refused = str(e).splitlines()[0]  # about the generated SQL and the schema only
+        except duckdb.Error as e:  # e.g. a file source changed since it was bound
+            failure = type(e).__name__  # the message may quote a row: keep only the class
+        # Raised outside the handlers: DuckDB's exception is not even the __context__.
+        if refused is not None:
+            raise SQLError(f"the query does not type-check against the table: {refused}")
+        if failure is not None:
+            raise EngineError(
+                f"the engine failed while checking the query ({failure}); nothing was charged"
+            )
 
     def run(self, binding: TableBinding, sql: str) -> pa.Table:
         """Run ``sql`` and return its result as an Arrow table.
@@ -260,13 +342,16 @@ class DuckDBEngine:
             EngineError: DuckDB failed (out of memory, I/O); nothing was charged.
         """
         runner = self._runner(binding)
+        failure: str | None = None
         try:
             result: pa.Table = runner(sql).to_arrow_table()
         except duckdb.Error as e:
+            failure = type(e).__name__  # the message may quote a row: keep only the class
+        if failure is not None:  # raised outside the handler: no DuckDB message in the context
             raise EngineError(
-                f"the engine failed while computing the bounded aggregates ({type(e).__name__}); "
+                f"the engine failed while computing the bounded aggregates ({failure}); "
                 "nothing was charged"
-            ) from None
+            )
         return result
 
     def _runner(self, binding: TableBinding) -> Runner:
@@ -280,6 +365,66 @@ class DuckDBEngine:
         self._runners.clear()
         self._local.clear()
         self._con.close()
+
+
+def _read_every_value(runner: Runner, internal: str, columns: tuple[tuple[str, str], ...]) -> None:
+    """Read and convert every value of every column (``count(*)`` alone would skip them)."""
+    counts = ", ".join(f"count({quote(c)})" for c, _ in columns)
+    runner(f"SELECT count(*){', ' + counts if counts else ''} FROM {quote(internal)}").fetchall()
+
+
+_CONVERTING = re.compile(r'Error when converting column "(.*?)"\. Could not convert', re.DOTALL)
+_FIELDS = re.compile(r"Expected Number of Columns: (\d+) Found: (\d+)")
+
+
+def _read_failure(error: duckdb.Error, columns: tuple[tuple[str, str], ...]) -> str:
+    """What went wrong reading a source, and what to do, without any of its data.
+
+    DuckDB's message quotes the offending line; only fixed phrases are matched in it, and the
+    only thing copied out is a column name that is one of the table's (schema, not data).
+    """
+    message = str(error)
+    types = dict(columns)
+    if "Error when converting column" in message or isinstance(error, duckdb.ConversionException):
+        match = _CONVERTING.search(message)
+        column = match.group(1) if match else None
+        if column in types:
+            return (
+                f"column {column!r} could not be read as {types[column]} (the type DuckDB "
+                "detected from the first rows): a later value does not fit it; clean the file, "
+                "or read it yourself with declared types (a DuckDB relation over "
+                "read_csv(..., types={...})) and pass that"
+            )
+        return (
+            "a value does not fit the type DuckDB detected for its column; clean the file, or "
+            "read it yourself with declared types and pass that"
+        )
+    fields = _FIELDS.search(message)
+    if fields is not None:
+        expected, found = int(fields.group(1)), int(fields.group(2))
+        more = "more" if found > expected else "fewer"
+        return (
+            f"a row has {more} fields than the header's {expected} columns; give every row "
+            "one field per header column (quote fields that contain the delimiter)"
+        )
+    if "unicode" in message.lower() or "utf-8" in message.lower():
+        return "it is not valid UTF-8; re-encode it as UTF-8"
+    if "automatically detect the CSV parsing dialect" in message:
+        return (
+            "its CSV dialect could not be detected (rows with different numbers of fields, or "
+            "mixed delimiters or quoting); give every row one field per header column"
+        )
+    if "unterminated quote" in message.lower():
+        return "a quoted field is never closed; fix the quoting"
+    if "maximum line size" in message.lower():
+        return "a line is longer than DuckDB's maximum line size; check the line endings"
+    if "magic bytes" in message or "too small to be a Parquet file" in message:
+        return "it is not a valid Parquet file (truncated or corrupt); write it again"
+    if "gzip" in message.lower():
+        return "it is not a valid gzip archive; compress it again or decompress it"
+    if isinstance(error, duckdb.IOException):
+        return f"DuckDB could not read it ({type(error).__name__}); check that it is readable"
+    return f"DuckDB refused it ({type(error).__name__}); check its format"
 
 
 def _is_frame(source: object) -> bool:

@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from html import escape as html_escape
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
+from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho, show
 from deniable.errors import InternalError
 
 if TYPE_CHECKING:
@@ -62,12 +64,12 @@ def zero_like(loss: PrivacyLoss) -> PrivacyLoss:
 
 
 def show_loss(loss: PrivacyLoss) -> str:
-    """Short human form: ``ε = 0.5``, ``ε = 1, δ = 1e-06``, ``ρ = 0.1``."""
+    """Short human form: ``ε = 0.5``, ``ε = 1, δ = 1e-06``, ``ρ = 0.1``; never overflows."""
     if isinstance(loss, Epsilon):
-        return f"ε = {float(loss.epsilon):.4g}"
+        return f"ε = {show(loss.epsilon, 4)}"
     if isinstance(loss, EpsilonDelta):
-        return f"ε = {float(loss.epsilon):.4g}, δ = {float(loss.delta):.3g}"
-    return f"ρ = {float(loss.rho):.4g}"
+        return f"ε = {show(loss.epsilon, 4)}, δ = {show(loss.delta, 3)}"
+    return f"ρ = {show(loss.rho, 4)}"
 
 
 @dataclass(frozen=True)
@@ -277,8 +279,12 @@ class Answer:
             return f"{self._frame!r}\n[{self.summary()}]"
 
     def _repr_html_(self) -> str:
-        html = self._frame.to_html(index=False, float_format=lambda x: f"{x:.4g}")
-        return f"{html}<p><small>{self.summary()}</small></p>"
+        shown = self._frame.copy()
+        for c in shown.columns:
+            if _numeric(shown[c]):
+                shown[c] = [format_number(v, grouping=False) for v in shown[c]]
+        html = shown.to_html(index=False, na_rep="NULL")
+        return f"{html}<p><small>{html_escape(self.summary())}</small></p>"
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         from rich.table import Table
@@ -299,10 +305,52 @@ def _numeric(series: pd.Series) -> bool:
 
 
 def _cell(v: object) -> str:
-    if isinstance(v, float | np.floating):
-        if np.isnan(v):
-            return "—"
-        return f"{float(v):,.4g}" if abs(float(v)) < 1e6 else f"{float(v):,.0f}"
+    if v is None or v is pd.NA:
+        return "NULL"
+    if isinstance(v, bool | np.bool_ | str):
+        return str(v)
+    if isinstance(v, int | float | np.integer | np.floating):
+        return format_number(v, grouping=True)
+    return str(v)
+
+
+def format_number(v: object, *, grouping: bool) -> str:
+    """A number for people: integer digits are never lost, nor shown in exponent form.
+
+    Integers print in full; floats with 4 significant digits below 10^6 (fewer decimals as
+    the integer part grows, trailing zeros dropped, exponent form only below 10^-4), as
+    rounded integers from 10^6, and with 6 significant digits from 10^15 (where a double's
+    integer digits stop being meaningful); NaN and missing values as an em dash. ``grouping`` adds
+    thousands separators (``1,234,568``).
+
+    Examples:
+        >>> format_number(100038.0, grouping=False), format_number(0.000123, grouping=False)
+        ('100038', '0.000123')
+        >>> format_number(1234567.89, grouping=True), format_number(-12.3456, grouping=True)
+        ('1,234,568', '-12.35')
+    """
+    comma = "," if grouping else ""
+    if v is None or v is pd.NA:
+        return "—"
+    if isinstance(v, bool | np.bool_):
+        return str(bool(v))
     if isinstance(v, int | np.integer):
-        return str(int(v))
-    return "NULL" if v is None else str(v)
+        return f"{int(v):{comma}d}"
+    if not isinstance(v, float | np.floating):
+        return str(v)
+    x = float(v)
+    if math.isnan(x):
+        return "—"
+    if math.isinf(x):
+        return "∞" if x > 0 else "−∞"
+    if abs(x) >= 1e15:  # beyond 2^53 a double's integer digits are not all meaningful
+        return f"{x:.6g}"
+    if abs(x) >= 1e6:
+        return f"{round(x):{comma}d}"
+    if abs(x) >= 1:
+        decimals = max(0, 4 - len(str(int(abs(x)))))
+        text = f"{x:{comma}.{decimals}f}"
+        text = text.rstrip("0").rstrip(".") if "." in text else text
+    else:
+        text = f"{x:.4g}"  # 0.000123 stays fixed; exponent form from 1e-05 down
+    return "0" if text in ("-0", "0") else text

@@ -42,7 +42,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
-from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
+from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho, parameter
 from deniable.errors import InternalError, InvalidParameter, UnsafeQuery
 from deniable.mechanisms.events import PartitionSelectionEvent, PrivacyEvent, compose_events
 from deniable.query import partition
@@ -232,7 +232,7 @@ def requested_loss(
         raise InvalidParameter("pass epsilon=... (the privacy loss this query may spend)")
     eps = _number(epsilon, "epsilon")
     if budget_kind is Epsilon:
-        if delta not in (None, 0):
+        if delta is not None and _number(delta, "delta") != 0:
             raise InvalidParameter(
                 "this session's budget is pure ε: delta cannot be spent (private group keys "
                 "need an EpsilonDelta budget; declare public_keys instead)"
@@ -241,14 +241,8 @@ def requested_loss(
     return EpsilonDelta(epsilon=eps, delta=0 if delta is None else _number(delta, "delta"))
 
 
-def _number(value: object, name: str) -> Fraction | int | float:
-    if isinstance(value, bool) or not isinstance(value, int | float | Fraction):
-        raise InvalidParameter(f"{name} must be a number")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise InvalidParameter(f"{name} must be finite")
-    if value <= 0 and name != "delta":
-        raise InvalidParameter(f"{name} must be > 0")
-    return value
+def _number(value: object, name: str) -> Fraction:
+    return parameter(value, name)
 
 
 def make_plan(
@@ -438,7 +432,7 @@ def _shares(
                 raise InvalidParameter("split weights must be finite")
             if w <= 0:
                 raise InvalidParameter("split weights must be > 0")
-            weights[target] = Fraction(w)
+            weights[target] = parameter(w, "split weight")
     total = sum(weights.values())
     if not total:
         return {}

@@ -25,7 +25,7 @@ class Session(Protocol):
     A protocol, not an import: the query layer never imports the curator.
     """
 
-    def plan(self, query: str, **options: Any) -> DPPlan:
+    def plan(self, *args: Any, **options: Any) -> DPPlan:
         """Plan a query (no data read)."""
         ...
 

@@ -322,23 +322,37 @@ def _public_value(value: object, col: Column) -> object:
     )
 
 
-def canonical_unit(value: object) -> int | str:
+def canonical_unit(value: object) -> int | str | None:
     r"""The canonical form of a privacy-unit identifier, as the engine compares it.
 
     Integers stay integers; strings are NFC-normalised (nothing else: no case folding, no
-    trimming); anything else becomes its text. Two identifiers denote the same person iff
-    their canonical forms are equal.
+    trimming); anything else becomes its text. Real numbers are made canonical first, as
+    :func:`deniable.query.rewrite.compile.canonical_unit_sql` does in the engine: ``-0.0``
+    becomes ``0.0`` (one person, however the zero is spelled) and NaN becomes None — a NaN
+    identifies nobody, so its rows are dropped exactly like rows whose unit is NULL. Two
+    identifiers denote the same person iff their canonical forms are equal and not None.
 
     Examples:
         >>> canonical_unit("e\u0301") == canonical_unit("\u00e9")
         True
         >>> canonical_unit(" Bob") == canonical_unit("Bob")
         False
+        >>> canonical_unit(-0.0) == canonical_unit(0.0)
+        True
+        >>> canonical_unit(float("nan")) is None
+        True
     """
+    import numbers  # (local: this function is the file's only user)
+
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, int):
         return value
     if isinstance(value, str):
         return unicodedata.normalize("NFC", value)
+    if isinstance(value, numbers.Real):  # floats, numpy floats (ints were handled above)
+        if math.isnan(value):
+            return None
+        if value == 0:
+            value = abs(value)  # -0.0 -> 0.0, keeping the value's type
     return str(value)

@@ -1,9 +1,11 @@
-"""Stage 4 of the SQL compiler: generate the engine's bounded-aggregation SQL from a DP plan.
+"""Stage 4 of the SQL compiler: generate the engine's bounded-aggregation statement.
 
-The generated statement is one ``WITH … SELECT``, built from deniable's own identifiers
-(quoted by sqlglot), literals rendered by sqlglot, and the validated WHERE AST re-rendered by
-sqlglot — never from the analyst's text. Its shape follows the rewrite rules, applied in
-order (each one line of SQL below):
+The generated statement is one ``WITH … SELECT``, built as a sqlglot expression tree from
+deniable's own identifiers, literals and the validated WHERE tree — never from the analyst's
+text, and never by formatting SQL text. sqlglot's generator renders the tree in the engine's
+dialect (:meth:`CompiledQuery.render`); what differs between engines is read from their
+:class:`~deniable.engines.base.Capabilities`, never from their names. Its shape follows the
+rewrite rules, applied in order (each one CTE below):
 
 1. **filter and clamp** (``rows``): the row predicate (wrapped so that it cannot raise: a
    failing expression counts as FALSE), public-key domains, non-NULL privacy unit; one
@@ -35,19 +37,28 @@ steps 2–4 (each row is a unit and contributes one row to one partition).
 
 Row hashes use the values as well as the unit and keys (no engine gives a stable row id for
 every source): identical rows tie, and which of two identical rows is kept does not matter.
+
+Where an engine lacks something the statement needs, the compiler either spells the
+capability's alternative (``EXISTS`` for SEMI JOIN, ``(a = b OR (a IS NULL AND b IS NULL))``
+for IS NOT DISTINCT FROM, ``try_add``… for TRY, DECIMAL sums for HUGEINT) or refuses with
+:class:`~deniable.errors.UnsafeQuery` naming the engine's limitation. Every refusal depends
+only on the query, the catalog and the engine, never on the data.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+import sqlglot
 from sqlglot import exp
+from sqlglot.errors import ErrorLevel, SqlglotError
 
 from deniable.engines.base import SAMPLE_ALIAS, Capabilities
-from deniable.errors import InternalError
+from deniable.errors import InternalError, UnsafeQuery
 from deniable.query.catalog import Column, ColumnKind
 from deniable.query.plan import DPPlan, Measure
 
@@ -61,6 +72,32 @@ UNITS = "__units"
 BIN = "__bin"
 COUNT = "__count"
 
+_T = exp.DataType.Type
+
+# Row-predicate nodes that can raise at run time on some values (overflow, division by
+# zero, failing casts): without TRY they would make a query fail on one dataset and not on
+# its neighbour.
+_MAY_RAISE: tuple[type[exp.Expression], ...] = (
+    exp.Add,
+    exp.Sub,
+    exp.Mul,
+    exp.Div,
+    exp.Mod,
+    exp.IntDiv,
+    exp.Abs,
+    exp.Round,
+    exp.Floor,
+    exp.Ceil,
+    exp.Cast,  # TryCast included
+    exp.Anonymous,
+)
+_TRY_FUNCTIONS: dict[type[exp.Expression], str] = {
+    exp.Add: "try_add",
+    exp.Sub: "try_subtract",
+    exp.Mul: "try_multiply",
+    exp.Div: "try_divide",
+}
+
 
 @dataclass(frozen=True, slots=True)
 class Secrets:
@@ -72,77 +109,243 @@ class Secrets:
 
 @dataclass(frozen=True)
 class CompiledQuery:
-    """The generated SQL and how to read its result.
+    """The generated statement and how to read its result.
 
     Attributes:
-        sql: one SELECT statement for the engine.
+        sql: the statement rendered in the dialect of the capabilities it was compiled for.
         key_columns: result column of each group key, in order.
         measure_columns: result column of each non-histogram measure, by measure id.
         histogram_parts: ``__part`` value of each histogram measure, by measure id.
+        statement: the statement as a sqlglot expression tree (one read-only query).
     """
 
     sql: str
     key_columns: tuple[str, ...]
     measure_columns: dict[str, str]
     histogram_parts: dict[str, int]
+    statement: exp.Expression
+
+    def render(self, dialect: str, *, pretty: bool = False) -> str:
+        """The statement rendered by sqlglot's generator for ``dialect``.
+
+        Only meaningful for the dialect of the capabilities the plan was compiled with (the
+        tree holds that engine's functions). Rendering never drops a construct silently: a
+        node the dialect cannot express raises.
+
+        Raises:
+            InternalError: sqlglot cannot express the statement in ``dialect`` (a bug: the
+                engine's capabilities do not match its dialect).
+        """
+        return render(self.statement, dialect, pretty=pretty)
+
+
+def render(tree: exp.Expression, dialect: str, *, pretty: bool = False) -> str:
+    """``tree`` rendered in ``dialect`` (lower-case function names; unsupported nodes raise).
+
+    Raises:
+        InternalError: sqlglot cannot express ``tree`` in ``dialect``.
+    """
+    try:
+        return str(
+            tree.sql(
+                dialect=dialect,
+                pretty=pretty,
+                normalize_functions="lower",
+                unsupported_level=ErrorLevel.RAISE,
+            )
+        )
+    except SqlglotError as e:
+        raise InternalError(f"the statement cannot be rendered for {dialect}: {e}") from None
+
+
+# --- small tree builders -------------------------------------------------------------------
+
+
+def _ident(name: str, *, quoted: bool = False) -> exp.Identifier:
+    return exp.to_identifier(name, quoted=quoted)
+
+
+def _ref(name: str, table: str | None = None) -> exp.Column:
+    """A reference to one of deniable's own (safe, unquoted) column names."""
+    return exp.Column(this=_ident(name), table=_ident(table) if table else None)
+
+
+def _refs(names: Sequence[str]) -> list[exp.Expression]:
+    return [_ref(n) for n in names]
+
+
+def _int(value: int) -> exp.Expression:
+    return exp.Literal.number(value)
+
+
+def _type(t: exp.DType) -> exp.DataType:
+    return exp.DataType.build(t)
+
+
+def _cast(e: exp.Expression, t: exp.DType) -> exp.Cast:
+    return exp.Cast(this=e, to=_type(t))
+
+
+def _paren(e: exp.Expression) -> exp.Paren:
+    return exp.Paren(this=e)
+
+
+def _alias(e: exp.Expression, name: str) -> exp.Alias:
+    return exp.Alias(this=e, alias=_ident(name))
+
+
+def _case(
+    whens: Sequence[tuple[exp.Expression, exp.Expression]], default: exp.Expression
+) -> exp.Case:
+    return exp.Case(ifs=[exp.If(this=c, true=v) for c, v in whens], default=default)
+
+
+def _least(a: exp.Expression, b: exp.Expression) -> exp.Least:
+    # ignore_nulls: the engines' own least/greatest, which skip NULLs
+    return exp.Least(this=a, expressions=[b], ignore_nulls=True)
+
+
+def _greatest(a: exp.Expression, b: exp.Expression) -> exp.Greatest:
+    return exp.Greatest(this=a, expressions=[b], ignore_nulls=True)
+
+
+def _is_null(e: exp.Expression) -> exp.Is:
+    return exp.Is(this=e, expression=exp.Null())
+
+
+def _not_null(e: exp.Expression) -> exp.Expression:
+    # Spelled "e IS NOT NULL", not "NOT e IS NULL": DuckDB estimates the cardinality of the
+    # former from its statistics and of the latter by a default selectivity (other plans).
+    return exp.Is(this=e, expression=exp.Not(this=exp.Null()))
+
+
+def _and(*conds: exp.Expression) -> exp.Expression:
+    return functools.reduce(lambda a, b: exp.And(this=a, expression=b), conds)
+
+
+def _or(*conds: exp.Expression) -> exp.Expression:
+    return functools.reduce(lambda a, b: exp.Or(this=a, expression=b), conds)
+
+
+def _table(name: str, alias: str | None = None, *, quoted: bool = False) -> exp.Table:
+    return exp.Table(
+        this=_ident(name, quoted=quoted),
+        alias=exp.TableAlias(this=_ident(alias)) if alias else None,
+    )
+
+
+def _subquery(query: exp.Expression, alias: str) -> exp.Subquery:
+    return exp.Subquery(this=query, alias=exp.TableAlias(this=_ident(alias)))
+
+
+def _select(
+    columns: Sequence[exp.Expression],
+    source: exp.Expression,
+    *,
+    where: exp.Expression | None = None,
+    group: Sequence[exp.Expression] = (),
+    distinct: bool = False,
+) -> exp.Select:
+    q = exp.Select(expressions=list(columns)).from_(source, copy=False)
+    if where is not None:
+        q.set("where", exp.Where(this=where))
+    if group:
+        q.set("group", exp.Group(expressions=list(group)))
+    if distinct:
+        q.set("distinct", exp.Distinct())
+    return q
+
+
+def _union_all(parts: Sequence[exp.Expression]) -> exp.Expression:
+    return functools.reduce(
+        lambda a, b: exp.Union(this=a, expression=b, distinct=False), parts[1:], parts[0]
+    )
+
+
+def _row_number(partition: Sequence[exp.Expression], order: Sequence[exp.Expression]) -> exp.Window:
+    return exp.Window(
+        this=exp.RowNumber(),
+        partition_by=list(partition),
+        order=exp.Order(expressions=[exp.Ordered(this=o) for o in order]),
+    )
+
+
+def _sum(caps: Capabilities, e: exp.Expression) -> exp.Sum:
+    """``sum(e)`` of BIGINT values that never overflows (wider exact type)."""
+    if not caps.wide_sum:
+        wide = exp.DataType(
+            this=_T.DECIMAL,
+            expressions=[exp.DataTypeParam(this=_int(38)), exp.DataTypeParam(this=_int(0))],
+        )
+        e = exp.Cast(this=e, to=wide)
+    return exp.Sum(this=e)
 
 
 class _Sql:
-    """Spelling helpers for one dialect (identifiers and literals rendered by sqlglot)."""
+    """Builders of the dialect-dependent parts (identifiers and literals rendered by sqlglot)."""
 
     def __init__(self, caps: Capabilities) -> None:
         self.caps = caps
 
-    def id(self, name: str) -> str:
-        return str(exp.to_identifier(name, quoted=True).sql(dialect=self.caps.dialect))
-
-    def col(self, name: str) -> str:
+    def col(self, name: str) -> exp.Column:
         """A column of the source table, qualified by its alias ``__t`` (never ambiguous)."""
-        return f"{SOURCE}.{self.id(name)}"
+        return exp.Column(this=_ident(name, quoted=True), table=_ident(SOURCE))
 
-    def lit(self, value: object) -> str:
+    def lit(self, value: object) -> exp.Expression:
         if isinstance(value, float):
             return self.double(value)
         if isinstance(value, bool) or value is None or isinstance(value, int | str):
-            return str(exp.convert(value).sql(dialect=self.caps.dialect))
+            converted = exp.convert(value)
+            assert isinstance(converted, exp.Expression)
+            return converted
         raise InternalError(f"cannot render a {type(value).__name__} literal")
 
-    def double(self, value: float) -> str:
+    def double(self, value: float) -> exp.Expression:
         # Through text: the shortest repr round-trips to the same double exactly.
-        return f"CAST({self.lit(repr(float(value)))} AS DOUBLE)"
+        return _cast(exp.Literal.string(repr(float(value))), _T.DOUBLE)
 
-    def null_safe_eq(self, a: str, b: str) -> str:
+    def null_safe_eq(self, a: exp.Expression, b: exp.Expression) -> exp.Expression:
         if self.caps.null_safe_equal:
-            return f"{a} IS NOT DISTINCT FROM {b}"
-        return f"({a} = {b} OR ({a} IS NULL AND {b} IS NULL))"
-
-    def semi(self, left: str, right: str, on: Sequence[tuple[str, str]], *, anti: bool) -> str:
-        """``SELECT l.* FROM left l [ANTI|SEMI] JOIN right r ON …`` in the dialect."""
-        cond = " AND ".join(self.null_safe_eq(f"__l.{a}", f"__r.{b}") for a, b in on)
-        if self.caps.semi_join:
-            kind = "ANTI" if anti else "SEMI"
-            return f"SELECT __l.* FROM {left} AS __l {kind} JOIN {right} AS __r ON {cond}"
-        neg = "NOT " if anti else ""
-        return (
-            f"SELECT __l.* FROM {left} AS __l WHERE {neg}EXISTS "
-            f"(SELECT 1 FROM {right} AS __r WHERE {cond})"
+            return exp.NullSafeEQ(this=a, expression=b)
+        return _paren(
+            _or(exp.EQ(this=a, expression=b), _paren(_and(_is_null(a.copy()), _is_null(b.copy()))))
         )
+
+    def semi(
+        self, left: str, right: str, on: Sequence[tuple[str, str]], *, anti: bool
+    ) -> exp.Select:
+        """``SELECT l.* FROM left l [ANTI|SEMI] JOIN right r ON …`` in the dialect."""
+        cond = _and(*(self.null_safe_eq(_ref(a, "__l"), _ref(b, "__r")) for a, b in on))
+        star = exp.Column(this=exp.Star(), table=_ident("__l"))
+        if self.caps.semi_join:
+            q = _select([star], _table(left, "__l"))
+            return q.join(
+                exp.Join(this=_table(right, "__r"), on=cond, kind="ANTI" if anti else "SEMI"),
+                copy=False,
+            )
+        exists: exp.Expression = exp.Exists(
+            this=_select([_int(1)], _table(right, "__r"), where=cond)
+        )
+        return _select([star], _table(left, "__l"), where=exp.Not(this=exists) if anti else exists)
 
     def semi_source(
-        self, select: str, source: str, where: str, right: str, on: Sequence[tuple[str, str]]
-    ) -> str:
+        self,
+        select: Sequence[exp.Expression],
+        source: exp.Table,
+        where: exp.Expression | None,
+        right: str,
+        on: Sequence[tuple[exp.Expression, exp.Expression]],
+    ) -> exp.Select:
         """``SELECT select FROM source WHERE where``, restricted to rows matching ``right``."""
-        cond = " AND ".join(self.null_safe_eq(a, b) for a, b in on)
+        cond = _and(*(self.null_safe_eq(a, b) for a, b in on))
         if self.caps.semi_join:
-            tail = f" WHERE {where}" if where else ""
-            return f"SELECT {select} FROM {source} SEMI JOIN {right} AS __r ON {cond}{tail}"
-        exists = f"EXISTS (SELECT 1 FROM {right} AS __r WHERE {cond})"
-        return f"SELECT {select} FROM {source} WHERE " + (
-            f"{where} AND {exists}" if where else exists
-        )
+            q = _select(select, source, where=where)
+            return q.join(exp.Join(this=_table(right, "__r"), on=cond, kind="SEMI"), copy=False)
+        exists = exp.Exists(this=_select([_int(1)], _table(right, "__r"), where=cond))
+        return _select(select, source, where=exists if where is None else _and(where, exists))
 
-    def keyed_hash(self, key: int, args: Sequence[str]) -> str:
-        """A pseudo-random 64-bit function of ``args`` under the secret ``key``.
+    def keyed_hash(self, key: int, args: Sequence[str]) -> exp.Expression:
+        """A pseudo-random 64-bit function of the columns ``args`` under the secret ``key``.
 
         A chain that re-hashes after each argument: ``h₀ = key ⊕ H(a₀)``,
         ``hᵢ = H(hᵢ₋₁) ⊕ H(aᵢ)``, result ``H(hₙ)``. Not the engine's multi-argument hash:
@@ -151,27 +354,83 @@ class _Sql:
         50 was kept in a top 5 twice as often as another); the chain mixes every argument
         through the full hash (chi-square tests in ``tests/stats/test_bounding_uniform.py``).
         """
-        h, x = self.caps.hash_function, self.caps.xor_function
+        caps = self.caps
         if not 0 <= key < 2**63:
             raise InternalError("hash keys are 63-bit")
-        acc = f"{x}(CAST({key} AS UBIGINT), {h}({args[0]}))"
+        key_type = _T.UBIGINT if caps.unsigned_hash else _T.BIGINT
+        acc = caps.xor(_cast(_int(key), key_type), caps.hash(_ref(args[0])))
         for arg in args[1:]:
-            acc = f"{x}({h}({acc}), {h}({arg}))"
-        return f"{h}({acc})"
+            acc = caps.xor(caps.hash(acc), caps.hash(_ref(arg)))
+        return caps.hash(acc)
+
+    def order_hash(self, key: int, args: Sequence[str]) -> exp.Expression:
+        """:meth:`keyed_hash` as a tree (a substituted ``keyed_hash`` may return SQL text)."""
+        h: exp.Expression | str = self.keyed_hash(key, args)
+        if isinstance(h, str):
+            # Only a test's substitute order (a negative control) returns text.
+            parsed = sqlglot.parse_one(h, read=self.caps.dialect)
+            assert isinstance(parsed, exp.Expression)
+            return parsed
+        return h
+
+
+def _no_nfc(column: Column, caps: Capabilities) -> UnsafeQuery:
+    return UnsafeQuery(
+        f"this engine ({caps.dialect}) has no Unicode NFC normalisation, so privacy unit "
+        f"{column.name!r} ({column.sql_type}) could count one person as two; use an integer "
+        "privacy unit on this engine"
+    )
+
+
+def canonical_unit_expression(column: Column, caps: Capabilities) -> exp.Expression:
+    """A privacy unit's canonical form as a tree (see :func:`canonical_unit_sql`).
+
+    Raises:
+        UnsafeQuery: the engine cannot normalise text and the unit is text (or of a type
+            whose text is not plain ASCII digits).
+    """
+    s = _Sql(caps)
+    col = s.col(column.name)
+    if column.kind is ColumnKind.INTEGER:
+        return col
+    value: exp.Expression = col
+    if column.kind is ColumnKind.REAL:
+        # -0.0 is 0.0 (abs keeps the column's type); NaN is no identifier (NULL: dropped).
+        zero = exp.EQ(this=col.copy(), expression=_int(0))
+        value = _case(
+            [(caps.is_nan_test(col.copy()), exp.Null()), (zero, exp.Abs(this=col.copy()))],
+            col.copy(),
+        )
+    text = value if column.kind is ColumnKind.TEXT else _cast(value, _T.VARCHAR)
+    normal = caps.nfc(text)
+    if normal is not None:
+        return normal
+    if column.kind in (ColumnKind.TEXT, ColumnKind.OTHER):
+        raise _no_nfc(column, caps)
+    return text  # numbers, booleans and dates render as ASCII: NFC changes nothing
 
 
 def canonical_unit_sql(column: Column, caps: Capabilities) -> str:
     """SQL of a privacy unit's canonical form (see :func:`~deniable.query.catalog.canonical_unit`).
 
     Integers as themselves, text as its NFC normalisation, other types as the NFC
-    normalisation of their VARCHAR text.
+    normalisation of their VARCHAR text. Reals are made canonical first: ``-0.0`` becomes
+    ``0.0`` (one person, however the zero is spelled) and NaN becomes NULL, so that rows
+    with a NaN unit are dropped exactly like rows with a NULL unit (NaN identifies nobody).
+
+    Raises:
+        UnsafeQuery: the engine has no NFC normalisation and the unit is text.
     """
-    s = _Sql(caps)
-    col = s.col(column.name)
-    if column.kind is ColumnKind.INTEGER:
-        return col
-    text = col if column.kind is ColumnKind.TEXT else f"CAST({col} AS VARCHAR)"
-    return f"{caps.unicode_nfc}({text})" if caps.unicode_nfc else text
+    return render(canonical_unit_expression(column, caps), caps.dialect)
+
+
+def unit_identity(column: Column, caps: Capabilities) -> exp.Expression:
+    """A privacy unit's identity as text, as a tree (see :func:`unit_identity_sql`)."""
+    unit = canonical_unit_expression(column, caps)
+    if column.kind is not ColumnKind.TEXT:
+        unit = _cast(unit, _T.VARCHAR)
+    tagged = exp.DPipe(this=exp.Literal.string("u:"), expression=unit)
+    return exp.Coalesce(this=tagged, expressions=[exp.Literal.string("N")])
 
 
 def unit_identity_sql(column: Column, caps: Capabilities) -> str:
@@ -179,47 +438,44 @@ def unit_identity_sql(column: Column, caps: Capabilities) -> str:
 
     Built on :func:`canonical_unit_sql`, so that the rows the query path treats as one person
     share one coin: the canonical value's text behind a ``'u:'`` tag (one column, so equal
-    identities mean equal canonical units). NULL units share the identity ``'N'``; their rows
-    are dropped by every query anyway.
+    identities mean equal canonical units). NULL (and NaN) units share the identity ``'N'``;
+    their rows are dropped by every query anyway.
     """
-    unit = canonical_unit_sql(column, caps)
-    if column.kind is not ColumnKind.TEXT:
-        unit = f"CAST({unit} AS VARCHAR)"
-    return f"COALESCE('u:' || {unit}, 'N')"
+    return render(unit_identity(column, caps), caps.dialect)
 
 
-def _value(s: _Sql, m: Measure) -> str:
+def _value(s: _Sql, m: Measure) -> exp.Expression:
     """The column as a double with NaN turned into NULL (reals), or as it is (integers)."""
     assert m.column is not None
     col = s.col(m.column.name)
     if m.column.kind is ColumnKind.REAL:
-        x = f"CAST({col} AS DOUBLE)"
-        return f"(CASE WHEN {s.caps.is_nan}({x}) THEN NULL ELSE {x} END)"
-    if m.column.kind is ColumnKind.INTEGER:
-        return col
+        x = _cast(col, _T.DOUBLE)
+        return _paren(_case([(s.caps.is_nan_test(x), exp.Null())], x.copy()))
     return col
 
 
-def _clamped_double(s: _Sql, m: Measure) -> str:
+def _clamped_double(s: _Sql, m: Measure) -> exp.Expression:
     assert m.column is not None
-    x = f"CAST({s.col(m.column.name)} AS DOUBLE)"
+    x = _cast(s.col(m.column.name), _T.DOUBLE)
     lo, hi = s.double(m.lower_f), s.double(m.upper_f)
     if m.column.kind is ColumnKind.INTEGER:
         return _clamp(x, lo, hi)
     # NULL and NaN stay NULL (ignored, as SQL ignores NULL); ±inf clamp to the bounds.
-    return (
-        f"(CASE WHEN {x} IS NULL OR {s.caps.is_nan}({x}) THEN NULL "
-        f"ELSE least(greatest({x}, {lo}), {hi}) END)"
-    )
+    missing = _or(_is_null(x), s.caps.is_nan_test(x.copy()))
+    return _paren(_case([(missing, exp.Null())], _least(_greatest(x.copy(), lo), hi)))
 
 
-def _clamp(x: str, lo: str, hi: str) -> str:
+def _clamp(x: exp.Expression, lo: exp.Expression, hi: exp.Expression) -> exp.Expression:
     # least/greatest skip NULLs (greatest(NULL, lo) is lo): keep NULL as NULL explicitly.
-    return f"(CASE WHEN {x} IS NULL THEN NULL ELSE least(greatest({x}, {lo}), {hi}) END)"
+    return _paren(_case([(_is_null(x), exp.Null())], _least(_greatest(x.copy(), lo), hi)))
 
 
-def row_expression(m: Measure, caps: Capabilities) -> str | None:
-    """The per-row SQL value of a measure (None for ``rows`` and ``units``)."""
+def _scale(s: _Sql, exponent: int) -> exp.Expression:
+    return s.double(float(Fraction(2) ** -exponent))
+
+
+def row_expression(m: Measure, caps: Capabilities) -> exp.Expression | None:
+    """The per-row value of a measure as a tree (None for ``rows`` and ``units``)."""
     s = _Sql(caps)
     if m.kind in ("rows", "units"):
         return None
@@ -228,55 +484,105 @@ def row_expression(m: Measure, caps: Capabilities) -> str | None:
     if m.kind == "sum":
         if m.integer_column and m.exponent == 0:
             lo, hi = int(m.lower_f), int(m.upper_f)
-            clamped = _clamp(_value(s, m), s.lit(lo), s.lit(hi))
-            units = f"CAST({clamped} AS BIGINT)"
-        else:
-            scale = s.double(float(Fraction(2) ** -m.exponent))
-            units = f"CAST(round({_clamped_double(s, m)} * {scale}) AS BIGINT)"
-        return units  # centred sums subtract centre × count at aggregation (exact integers)
+            return _cast(_clamp(_value(s, m), s.lit(lo), s.lit(hi)), _T.BIGINT)
+        scaled = exp.Mul(this=_clamped_double(s, m), expression=_scale(s, m.exponent))
+        # centred sums subtract centre × count at aggregation (exact integers)
+        return _cast(exp.Round(this=scaled), _T.BIGINT)
     if m.kind == "squares":
-        scale = s.double(float(Fraction(2) ** -m.exponent))
-        d = f"({_clamped_double(s, m)} - {s.double(m.midpoint_f)})"
-        return f"CAST(round(({d} * {d}) * {scale}) AS BIGINT)"
+        d = _paren(exp.Sub(this=_clamped_double(s, m), expression=s.double(m.midpoint_f)))
+        square = _paren(exp.Mul(this=d, expression=d.copy()))
+        return _cast(
+            exp.Round(this=exp.Mul(this=square, expression=_scale(s, m.exponent))), _T.BIGINT
+        )
     if m.kind == "histogram":
         step_inv = s.double(m.grid / (m.upper_f - m.lower_f))
-        raw = (
-            f"CAST(round(({_clamped_double(s, m)} - {s.double(m.lower_f)}) * {step_inv}) AS BIGINT)"
-        )
-        return _clamp(raw, "0", s.lit(m.grid))
+        offset = _paren(exp.Sub(this=_clamped_double(s, m), expression=s.double(m.lower_f)))
+        raw = _cast(exp.Round(this=exp.Mul(this=offset, expression=step_inv)), _T.BIGINT)
+        return _clamp(raw, _int(0), s.lit(m.grid))
     raise InternalError(f"unknown measure kind {m.kind}")
 
 
-def where_sql(plan: DPPlan, caps: Capabilities) -> list[str]:
-    """The row filters: the analyst's predicate (made total), public domains, non-NULL unit."""
+def _total_predicate(pred: exp.Expression, caps: Capabilities) -> exp.Expression:
+    """The analyst's predicate made total: a row where it raises counts as not matching.
+
+    Raises:
+        UnsafeQuery: the engine has no way to catch a run-time error of this predicate.
+    """
+    if caps.try_expression:
+        return exp.Try(this=pred)
+    if caps.try_arithmetic:
+
+        def spell(n: exp.Expression) -> exp.Expression:
+            name = _TRY_FUNCTIONS.get(type(n))
+            if name is not None:
+                assert isinstance(n, exp.Binary)
+                return exp.Anonymous(this=name, expressions=[n.this, n.expression])
+            if isinstance(n, exp.TryCast):
+                return exp.TryCast(this=n.this, to=n.args["to"], safe=True)
+            return n
+
+        # transform does not descend into a replaced node: repeat until none is left
+        while any(type(n) in _TRY_FUNCTIONS for n in pred.walk()):
+            spelled = pred.transform(spell)
+            assert isinstance(spelled, exp.Expression)
+            pred = spelled
+        spelled = pred.transform(spell)  # the casts
+        assert isinstance(spelled, exp.Expression)
+        pred = spelled
+    for n in pred.walk():
+        if isinstance(n, exp.Neg) and not isinstance(n.this, exp.Literal):
+            raising = "negation"
+        elif isinstance(n, _MAY_RAISE) and not (
+            caps.try_arithmetic and (isinstance(n, exp.TryCast) or _is_try_call(n))
+        ):
+            raising = type(n).__name__.upper()
+        else:
+            continue
+        raise UnsafeQuery(
+            f"this engine ({caps.dialect}) cannot catch run-time errors in WHERE (no TRY): "
+            f"{raising} could fail on some rows and not on others, which would reveal "
+            "them; use comparisons, AND/OR/NOT, IN, BETWEEN, LIKE and IS NULL on columns "
+            "and literals"
+        )
+    return pred
+
+
+def _is_try_call(n: exp.Expression) -> bool:
+    return isinstance(n, exp.Anonymous) and n.name in _TRY_FUNCTIONS.values()
+
+
+def where_conditions(plan: DPPlan, caps: Capabilities) -> list[exp.Expression]:
+    """The row filters: the analyst's predicate (made total), public domains, non-NULL unit.
+
+    Raises:
+        UnsafeQuery: the engine cannot make the analyst's predicate total.
+    """
     s = _Sql(caps)
-    out: list[str] = []
+    out: list[exp.Expression] = []
     query = plan.query
     if query.where is not None:
         qualified = query.where.transform(
-            lambda n: (
-                exp.column(n.name, table=SOURCE, quoted=True) if isinstance(n, exp.Column) else n
-            )
+            lambda n: s.col(n.name) if isinstance(n, exp.Column) else n
         )
-        pred = qualified.sql(dialect=caps.dialect)
-        if caps.try_expression:
-            pred = f"TRY({pred})"
-        out.append(f"COALESCE({pred}, FALSE)")
+        assert isinstance(qualified, exp.Expression)
+        out.append(exp.Coalesce(this=_total_predicate(qualified, caps), expressions=[exp.false()]))
     policy = query.table.policy
     for k in plan.keys:
         values = policy.public_keys.get(k.name)
         if values is None:
             continue
-        col = s.col(k.name)
         present = [v for v in values if v is not None]
-        parts = []
+        parts: list[exp.Expression] = []
         if present:
-            parts.append(f"{col} IN ({', '.join(s.lit(v) for v in present)})")
+            parts.append(exp.In(this=s.col(k.name), expressions=[s.lit(v) for v in present]))
         if len(present) < len(values):
-            parts.append(f"{col} IS NULL")
-        out.append("(" + " OR ".join(parts) + ")")
+            parts.append(_is_null(s.col(k.name)))
+        out.append(_paren(_or(*parts)))
     if policy.privacy_unit is not None:
-        out.append(f"{s.col(policy.privacy_unit)} IS NOT NULL")
+        unit = query.table.column(policy.privacy_unit)
+        out.append(_not_null(s.col(unit.name)))
+        if unit.kind is ColumnKind.REAL:  # NaN identifies nobody: dropped like NULL
+            out.append(exp.Not(this=caps.is_nan_test(s.col(unit.name))))
     return out
 
 
@@ -290,22 +596,26 @@ def compile_plan(plan: DPPlan, caps: Capabilities, table: str, secrets: Secrets)
         secrets: per-query keys of the row and partition orders.
 
     Returns:
-        The SQL and the layout of its result. The result has one row per non-empty
-        partition with ``__part = 0`` (plus one row per non-empty histogram cell of each
-        quantile); it holds aggregates only, never rows.
+        The statement (a tree and its rendering for ``caps.dialect``) and the layout of its
+        result. The result has one row per non-empty partition with ``__part = 0`` (plus one
+        row per non-empty histogram cell of each quantile); it holds aggregates only, never
+        rows. Compiling releases nothing and costs no privacy.
+
+    Raises:
+        UnsafeQuery: the engine lacks something this query needs (a TRY for its WHERE, an
+            NFC normalisation for its text privacy unit); decided without reading data.
     """
     s = _Sql(caps)
     policy = plan.query.table.policy
     unit = policy.privacy_unit
     keys = [f"__k{i}" for i in range(len(plan.keys))]
-    keys_sql = [s.id(k) for k in keys]
     histograms = [m for m in plan.measures if m.kind == "histogram"]
     additive = [m for m in plan.measures if m.kind != "histogram"]
     # Distinct per-row values, shared by the measures that need the same one: one fixed-point
     # sum of x serves SUM(x) and AVG(x). A per-row value of a column is NULL exactly when the
     # column is NULL or NaN, so counting the non-NULL entries of any of them counts the
     # values: COUNT(x) and the count behind a centred sum reuse such a column when one exists.
-    aliases: dict[str, str] = {}
+    aliases: dict[exp.Expression, str] = {}
     measure_alias: dict[str, str] = {}
     by_column: dict[str, str] = {}
     for meas in plan.measures:
@@ -326,6 +636,7 @@ def compile_plan(plan: DPPlan, caps: Capabilities, table: str, secrets: Secrets)
             if meas.kind == "values":
                 measure_alias[meas.id] = count_alias[meas.id]
     value_cols = list(aliases.items())
+    values = [a for _, a in value_cols]
     needed: dict[tuple[str, str], str] = {}
     for meas in additive:
         a = measure_alias.get(meas.id)
@@ -336,191 +647,284 @@ def compile_plan(plan: DPPlan, caps: Capabilities, table: str, secrets: Secrets)
         if meas.kind in ("sum", "squares"):
             needed.setdefault(("sum", a), f"__s{a[3:]}")
 
-    select_rows: list[str] = []
-    if unit is not None:
-        select_rows.append(f"{canonical_unit_sql(plan.query.table.column(unit), caps)} AS __u")
-    select_rows += [f"{s.col(k.name)} AS {kid}" for k, kid in zip(plan.keys, keys_sql, strict=True)]
-    select_rows += [f"{expr} AS {a}" for expr, a in value_cols]
-    if not select_rows:  # e.g. COUNT(*) over a table without privacy unit
-        select_rows.append("1 AS __one")
-    filters = where_sql(plan, caps)
-    select_list, source, where = (
-        ", ".join(select_rows),
-        f"{s.id(table)} AS {SOURCE}",
-        " AND ".join(filters),
-    )
-    rows_sql = f"SELECT {select_list} FROM {source}" + (f" WHERE {where}" if where else "")
-    ctes: list[tuple[str, str]] = []
-    group_uk = ", ".join(["__u", *keys_sql])
-    uk_pairs = [("__u", "__u")] + [(k, k) for k in keys_sql]
-    row_hash = s.keyed_hash(secrets.rows, ["__u", *keys_sql, *(a for _, a in value_cols)])
-    part_hash = s.keyed_hash(secrets.partitions, ["__u", *keys_sql])
+    unit_column = plan.query.table.column(unit) if unit is not None else None
+    filters = where_conditions(plan, caps)
+
+    def row_columns() -> list[exp.Expression]:
+        """The per-row select list of step 1 (a fresh tree at each use)."""
+        cols: list[exp.Expression] = []
+        if unit_column is not None:
+            cols.append(_alias(canonical_unit_expression(unit_column, caps), "__u"))
+        cols += [_alias(s.col(k.name), kid) for k, kid in zip(plan.keys, keys, strict=True)]
+        cols += [_alias(e.copy(), a) for e, a in value_cols]
+        if not cols:  # e.g. COUNT(*) over a table without privacy unit
+            cols.append(_alias(_int(1), "__one"))
+        return cols
+
+    def source() -> exp.Table:
+        return _table(table, SOURCE, quoted=True)
+
+    def row_filter() -> exp.Expression | None:
+        return _and(*(f.copy() for f in filters)) if filters else None
+
+    def rows_query() -> exp.Select:
+        return _select(row_columns(), source(), where=row_filter())
+
+    ctes: list[tuple[str, exp.Expression]] = []
+    group_uk = ["__u", *keys]
+    uk_pairs = [(k, k) for k in group_uk]
     r, m = plan.max_rows, plan.max_groups
     cap_partitions = bool(plan.keys) and not (
         plan.public_domain is not None and len(plan.public_domain) <= m
     )
+
+    def row_hash() -> exp.Expression:
+        return s.order_hash(secrets.rows, [*group_uk, *values])
+
+    def part_hash() -> exp.Expression:
+        return s.order_hash(secrets.partitions, group_uk)
 
     # Per (unit, partition) aggregates, as (aggregate, column), and how the fast form reads
     # each needed column back from them. With at most max_rows rows of at most 2^40 units
     # each, the sums of a partition within the bounds fit BIGINT; the others are clamped
     # here and recomputed from their rows.
     packed = _packable(plan, needed, measure_alias) if unit is not None and not histograms else {}
-    level1: list[tuple[str, str]] = [("count(*)", "__n")]
-    unpacked = ["__u", *keys_sql, "__n"]
+    level1_spec: list[tuple[str, str, str]] = []  # (kind, value column, output column)
+    unpacked_spec: list[tuple[str, str, int]] = []  # (output column, packed column, bits)
     for (fn, a), col in needed.items():
         if a in packed:
             # Σ (value·2^bits + 1) over non-NULL values: the sum above the count
             bits, p = packed[a], f"__p{a[3:]}"
             if fn == "sum":
-                level1.append((clamp_bigint(f"sum(COALESCE({a} * {2**bits} + 1, 0))"), p))
-                unpacked.append(f"({p} >> {bits}) AS {col}")  # ⌊p / 2^bits⌋
+                level1_spec.append(("packed", a, p))
+                unpacked_spec.append((col, p, bits))  # ⌊p / 2^bits⌋
             else:
-                unpacked.append(f"({p} & {2**bits - 1}) AS {col}")  # p mod 2^bits
+                unpacked_spec.append((col, p, -bits))  # p mod 2^bits
             continue
-        agg = f"count({a})" if fn == "count" else clamp_bigint(f"sum({a})")
-        level1.append((agg, col))
-        unpacked.append(col)
-    level1_aggs = ", ".join(f"{agg} AS {col}" for agg, col in level1)
-    unpacked_cols = ", ".join(unpacked)
+        level1_spec.append((fn, a, col))
+        unpacked_spec.append((col, "", 0))
+    level1_cols = ["__n", *(out for _, _, out in level1_spec)]
 
-    def cte(name: str, *parts: str) -> None:
-        ctes.append((name, " ".join(parts)))
+    def level1() -> list[exp.Expression]:
+        aggs: list[exp.Expression] = [_alias(exp.Count(this=exp.Star()), "__n")]
+        for kind, a, out in level1_spec:
+            if kind == "packed":
+                bits = packed[a]
+                shifted = exp.Add(
+                    this=exp.Mul(this=_ref(a), expression=_int(2**bits)), expression=_int(1)
+                )
+                agg: exp.Expression = clamp_bigint(
+                    _sum(caps, exp.Coalesce(this=shifted, expressions=[_int(0)]))
+                )
+            elif kind == "count":
+                agg = exp.Count(this=_ref(a))
+            else:
+                agg = clamp_bigint(_sum(caps, _ref(a)))
+            aggs.append(_alias(agg, out))
+        return aggs
+
+    def unpacked() -> list[exp.Expression]:
+        cols: list[exp.Expression] = [*_refs(group_uk), _ref("__n")]
+        for out, p, bits in unpacked_spec:
+            if not p:
+                cols.append(_ref(out))
+            elif bits > 0:
+                shift = exp.BitwiseRightShift(this=_ref(p), expression=_int(bits))
+                cols.append(_alias(_paren(shift), out))
+            else:
+                mask = exp.BitwiseAnd(this=_ref(p), expression=_int(2**-bits - 1))
+                cols.append(_alias(_paren(mask), out))
+        return cols
+
+    def cte(name: str, query: exp.Expression) -> None:
+        ctes.append((name, query))
+
+    def bounded(rank: str, limit: int) -> exp.Expression:
+        # "row_number() … <= k" alone would be rewritten by DuckDB into a per-group top-k
+        # aggregate that is twice as slow as the window itself; the extra "> 0" keeps the
+        # window.
+        return _and(
+            exp.LTE(this=_ref(rank), expression=_int(limit)),
+            exp.GT(this=_ref(rank), expression=_int(0)),
+        )
 
     # ORDER BY ties are broken by the keys (distinct within a unit) and the values (equal
-    # only for identical rows). Besides, "row_number() … <= k" alone would be rewritten by
-    # DuckDB into a per-group top-k aggregate that is twice as slow as the window itself;
-    # the extra "> 0" keeps the window.
-    value_order = [a for _, a in value_cols]
-    rank_rows = (
-        f"row_number() OVER (PARTITION BY {group_uk} ORDER BY "
-        f"{', '.join([row_hash, *value_order])}) AS __rn"
-    )
-    rank_parts = (
-        f"row_number() OVER (PARTITION BY __u ORDER BY {', '.join([part_hash, *keys_sql])}) AS __pr"
-    )
+    # only for identical rows).
+    def rank_rows() -> exp.Expression:
+        return _alias(_row_number(_refs(group_uk), [row_hash(), *_refs(values)]), "__rn")
+
+    def rank_parts() -> exp.Expression:
+        return _alias(_row_number([_ref("__u")], [part_hash(), *_refs(keys)]), "__pr")
+
+    bounded_rows: str | None
     if unit is not None and not histograms:
-        pcols = ", ".join(["__u", *keys_sql, *(col for _, col in level1)])
+        assert unit_column is not None
         # 2. one row per (unit, partition); the rows are read again below, not materialised
         cte(
             "__l1",
-            f"SELECT {group_uk}, {level1_aggs} FROM ({rows_sql}) AS __r",
-            f"GROUP BY {group_uk}",
+            _select(
+                [*_refs(group_uk), *level1()],
+                _subquery(rows_query(), "__r"),
+                group=_refs(group_uk),
+            ),
         )
         # 3. at most max_groups partitions per unit (a window over partitions, not rows)
         if cap_partitions:
+            inner = _select([exp.Star(), rank_parts()], _table("__l1"))
             cte(
                 "__capped",
-                f"SELECT {pcols} FROM (SELECT *, {rank_parts} FROM __l1) AS __p",
-                f"WHERE __pr <= {m} AND __pr > 0",
+                _select(
+                    _refs(["__u", *keys, *level1_cols]),
+                    _subquery(inner, "__p"),
+                    where=bounded("__pr", m),
+                ),
             )
         else:
-            cte("__capped", "SELECT * FROM __l1")
+            cte("__capped", _select([exp.Star()], _table("__l1")))
         if not needed:
             # 4. counts only: a partition keeps min(rows, max_rows) rows, whichever they are
-            cte("__kept", f"SELECT {group_uk}, least(__n, {r}) AS __n FROM __capped")
+            kept_n = _alias(_least(_ref("__n"), _int(r)), "__n")
+            cte("__kept", _select([*_refs(group_uk), kept_n], _table("__capped")))
         else:
             # 4. recompute only the kept partitions where a unit has more than max_rows rows
-            cte("__heavy", f"SELECT {group_uk} FROM __capped WHERE __n > {r}")
+            heavy = exp.GT(this=_ref("__n"), expression=_int(r))
+            cte("__heavy", _select(_refs(group_uk), _table("__capped"), where=heavy))
             # only the rows of those partitions: the join runs on the source table, so the
             # per-row expressions are computed for them alone
-            unit_expr = canonical_unit_sql(plan.query.table.column(unit), caps)
-            on = [(unit_expr, "__r.__u")] + [
-                (s.col(k.name), f"__r.{kid}") for k, kid in zip(plan.keys, keys_sql, strict=True)
+            on: list[tuple[exp.Expression, exp.Expression]] = [
+                (canonical_unit_expression(unit_column, caps), _ref("__u", "__r"))
             ]
-            cte("__hrows", s.semi_source(select_list, source, where, "__heavy", on))
+            on += [
+                (s.col(k.name), _ref(kid, "__r")) for k, kid in zip(plan.keys, keys, strict=True)
+            ]
+            cte("__hrows", s.semi_source(row_columns(), source(), row_filter(), "__heavy", on))
+            inner = _select([exp.Star(), rank_rows()], _table("__hrows"))
             cte(
                 "__hl1",
-                f"SELECT {group_uk}, {level1_aggs}",
-                f"FROM (SELECT *, {rank_rows} FROM __hrows) AS __h",
-                f"WHERE __rn <= {r} AND __rn > 0 GROUP BY {group_uk}",
+                _select(
+                    [*_refs(group_uk), *level1()],
+                    _subquery(inner, "__h"),
+                    where=bounded("__rn", r),
+                    group=_refs(group_uk),
+                ),
             )
+            light = exp.LTE(this=_ref("__n"), expression=_int(r))
             cte(
                 "__kept",
-                f"SELECT {unpacked_cols} FROM __capped WHERE __n <= {r}",
-                f"UNION ALL SELECT {unpacked_cols} FROM __hl1",
+                _union_all(
+                    [
+                        _select(unpacked(), _table("__capped"), where=light),
+                        _select(unpacked(), _table("__hl1")),
+                    ]
+                ),
             )
         agg_source, bounded_rows = "__kept", None
     elif unit is not None:
         # 3–4, plain form: rank every row, then every partition (same orders as above).
-        cte("__rows", rows_sql)
-        cte("__ranked", f"SELECT *, {rank_rows} FROM __rows")
-        row_cols = ", ".join(["__u", *keys_sql, *(a for _, a in value_cols)])
-        cte("__rkept", f"SELECT {row_cols} FROM __ranked WHERE __rn <= {r} AND __rn > 0")
+        cte("__rows", rows_query())
+        cte("__ranked", _select([exp.Star(), rank_rows()], _table("__rows")))
+        row_cols = _refs([*group_uk, *values])
+        cte("__rkept", _select(row_cols, _table("__ranked"), where=bounded("__rn", r)))
         if cap_partitions:
-            cte(
-                "__parts",
-                f"SELECT {group_uk}, {rank_parts}",
-                f"FROM (SELECT DISTINCT {group_uk} FROM __rkept) AS __d",
-            )
-            cte("__pkept", f"SELECT * FROM __parts WHERE __pr <= {m} AND __pr > 0")
+            distinct = _select(_refs(group_uk), _table("__rkept"), distinct=True)
+            cte("__parts", _select([*_refs(group_uk), rank_parts()], _subquery(distinct, "__d")))
+            cte("__pkept", _select([exp.Star()], _table("__parts"), where=bounded("__pr", m)))
             cte("__bounded", s.semi("__rkept", "__pkept", uk_pairs, anti=False))
         else:
-            cte("__bounded", "SELECT * FROM __rkept")
+            cte("__bounded", _select([exp.Star()], _table("__rkept")))
         cte(
             "__kept",
-            f"SELECT {group_uk}, {level1_aggs} FROM __bounded GROUP BY {group_uk}",
+            _select([*_refs(group_uk), *level1()], _table("__bounded"), group=_refs(group_uk)),
         )
         agg_source, bounded_rows = "__kept", "__bounded"
     else:
-        cte("__rows", rows_sql)
+        cte("__rows", rows_query())
         agg_source, bounded_rows = "__rows", "__rows"
 
     # Final aggregates: one row per partition.
-    def clamp_sum(expr: str) -> str:
-        return f"CAST(least(greatest(COALESCE({expr}, 0), {-SUM_LIMIT}), {SUM_LIMIT}) AS BIGINT)"
+    def sum_of(column: str | None) -> exp.Expression:
+        return _sum(caps, _ref(column)) if column is not None else _sum(caps, _int(0))
 
     measure_columns: dict[str, str] = {}
     # Units per partition: kept (unit, partition) rows, or rows without a unit.
-    final: list[str] = ["0 AS " + PART, *keys_sql, f"CAST(count(*) AS BIGINT) AS {UNITS}"]
+    final: list[exp.Expression] = [
+        _alias(_int(0), PART),
+        *_refs(keys),
+        _alias(_cast(exp.Count(this=exp.Star()), _T.BIGINT), UNITS),
+    ]
     for meas in additive:
         out = f"__m_{meas.id}"
         measure_columns[meas.id] = out
+        total: exp.Expression
         if meas.kind in ("rows", "units"):
-            n = "sum(__n)" if unit is not None and meas.kind == "rows" else "count(*)"
-            final.append(f"{clamp_sum(n)} AS {out}")
+            rows_or_units: exp.Expression = (
+                sum_of("__n")
+                if unit is not None and meas.kind == "rows"
+                else exp.Count(this=exp.Star())
+            )
+            final.append(_alias(clamp_bigint(rows_or_units), out))
             continue
-        a, ca = measure_alias[meas.id], count_alias.get(meas.id, "NULL")
+        a, ca = measure_alias[meas.id], count_alias.get(meas.id)
         if unit is not None:
-            count = f"sum({needed.get(('count', ca), '0')})"
-            total = f"sum({needed.get(('sum', a), '0')})"
+            count: exp.Expression = sum_of(needed.get(("count", ca)) if ca else None)
+            total = sum_of(needed.get(("sum", a)))
         else:
-            count, total = f"count({ca})", f"sum({a})"
+            count = exp.Count(this=_ref(ca) if ca else exp.Null())
+            total = _sum(caps, _ref(a))
         if meas.kind == "values":
             expr = count
         elif meas.centre:
-            expr = f"({total} - {s.lit(meas.centre)} * {count})"
+            expr = _paren(
+                exp.Sub(this=total, expression=exp.Mul(this=s.lit(meas.centre), expression=count))
+            )
         else:
             expr = total
-        final.append(f"{clamp_sum(expr)} AS {out}")
-    hist_cols = [f"CAST(NULL AS BIGINT) AS {BIN}", f"CAST(NULL AS BIGINT) AS {COUNT}"]
-    group = f" GROUP BY {', '.join(keys_sql)}" if keys_sql else ""
-    parts = [f"SELECT {', '.join(final + hist_cols)} FROM {agg_source}{group}"]
+        final.append(_alias(clamp_bigint(expr), out))
+
+    def null_bigint(name: str) -> exp.Expression:
+        return _alias(_cast(exp.Null(), _T.BIGINT), name)
+
+    parts: list[exp.Expression] = [
+        _select(
+            [*final, null_bigint(BIN), null_bigint(COUNT)],
+            _table(agg_source),
+            group=_refs(keys),
+        )
+    ]
     histogram_parts: dict[str, int] = {}
-    null_measures = [f"CAST(NULL AS BIGINT) AS {measure_columns[mm.id]}" for mm in additive]
     for j, meas in enumerate(histograms, start=1):
         histogram_parts[meas.id] = j
         assert bounded_rows is not None
         col = measure_alias[meas.id]
         sel = [
-            f"{j} AS {PART}",
-            *keys_sql,
-            f"CAST(NULL AS BIGINT) AS {UNITS}",
-            *null_measures,
-            f"CAST({col} AS BIGINT) AS {BIN}",
-            f"CAST(count(*) AS BIGINT) AS {COUNT}",
+            _alias(_int(j), PART),
+            *_refs(keys),
+            null_bigint(UNITS),
+            *(null_bigint(measure_columns[mm.id]) for mm in additive),
+            _alias(_cast(_ref(col), _T.BIGINT), BIN),
+            _alias(_cast(exp.Count(this=exp.Star()), _T.BIGINT), COUNT),
         ]
         parts.append(
-            f"SELECT {', '.join(sel)} FROM {bounded_rows} WHERE {col} IS NOT NULL "
-            f"GROUP BY {', '.join([*keys_sql, col])}"
+            _select(
+                sel, _table(bounded_rows), where=_not_null(_ref(col)), group=_refs([*keys, col])
+            )
         )
-    body = " UNION ALL ".join(parts)
+    statement = _union_all(parts)
+    statement.set(
+        "with_",
+        exp.With(
+            expressions=[
+                exp.CTE(this=q, alias=exp.TableAlias(this=_ident(name))) for name, q in ctes
+            ]
+        ),
+    )
     # The engine adapter checks, before running it, that this is exactly one read-only query.
-    sql = "WITH " + ", ".join(f"{name} AS ({q})" for name, q in ctes) + " " + body
     return CompiledQuery(
-        sql=sql,
+        sql=render(statement, caps.dialect),
         key_columns=tuple(keys),
         measure_columns=measure_columns,
         histogram_parts=histogram_parts,
+        statement=statement,
     )
 
 
@@ -553,9 +957,10 @@ def _packable(
     }
 
 
-def clamp_bigint(expr: str) -> str:
+def clamp_bigint(expr: exp.Expression) -> exp.Expression:
     """``expr`` (NULL read as 0) clamped to ±SUM_LIMIT and cast to BIGINT (never raises).
 
     greatest/least skip NULLs, so the COALESCE must come first.
     """
-    return f"CAST(least(greatest(COALESCE({expr}, 0), {-SUM_LIMIT}), {SUM_LIMIT}) AS BIGINT)"
+    zeroed = exp.Coalesce(this=expr, expressions=[_int(0)])
+    return _cast(_least(_greatest(zeroed, _int(-SUM_LIMIT)), _int(SUM_LIMIT)), _T.BIGINT)
