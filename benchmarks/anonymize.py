@@ -40,7 +40,9 @@ from deniable.anonymize import (
     strongly_safe,
 )
 from deniable.anonymize.dps import _m_t
+from deniable.engines.duckdb import DuckDBRunner
 from deniable.sampling.positional import bernoulli_sample
+from deniable.sqlnames import quote_identifier
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -108,6 +110,7 @@ def bench_anonymize(rows: int, repeat: int, k: int, beta: float) -> list[str]:
     con = duckdb.connect()
     start = time.perf_counter()
     make_table(con, rows)
+    run = DuckDBRunner(con)
     gen = time.perf_counter() - start
     spec = recoding_from_dict(SPEC)
     fixed = spec.fixed()
@@ -124,7 +127,7 @@ def bench_anonymize(rows: int, repeat: int, k: int, beta: float) -> list[str]:
     def ours() -> Anonymization:
         marks: list[tuple[str, float]] = []
         a = strongly_safe(
-            con,
+            run,
             "t",
             spec,
             k=k,
@@ -140,7 +143,7 @@ def bench_anonymize(rows: int, repeat: int, k: int, beta: float) -> list[str]:
     floor_time, groups, ours_time, a = paired(floor, ours, repeat)
     rep = a.report
     # The suppression step alone, on one sample, against a plain GROUP BY of that sample.
-    sample = bernoulli_sample(con, "t", ", ".join(f'"{n}"' for n in fixed.names), beta)
+    sample = bernoulli_sample(run, "t", ", ".join(quote_identifier(n) for n in fixed.names), beta)
     sample_rows = int(con.execute(f"SELECT COUNT(*) FROM {sample}").fetchall()[0][0])
 
     def sample_floor() -> None:
@@ -150,11 +153,11 @@ def bench_anonymize(rows: int, repeat: int, k: int, beta: float) -> list[str]:
         )
 
     def sample_ours() -> None:
-        con.execute(f"DROP TABLE {anonymize_sample(con, sample, fixed, k=k)}")
+        con.execute(f"DROP TABLE {anonymize_sample(run, sample, fixed, k=k)}")
 
     sample_floor_time, _, sample_ours_time, _ = paired(sample_floor, sample_ours, repeat)
     parquet = Path(os.environ.get("TMPDIR", "/tmp")) / "deniable_bench_anonymize.parquet"
-    b = strongly_safe(con, "t", spec, k=k, beta=beta, epsilon=1.0)
+    b = strongly_safe(run, "t", spec, k=k, beta=beta, epsilon=1.0)
     write_time, _ = timed(lambda: b.to_parquet(parquet), 1)
     parquet.unlink(missing_ok=True)
     lines = [

@@ -31,6 +31,7 @@ import pytest
 from scipy import stats
 
 from deniable.anonymize import amplified_epsilon, candidate_scores, recoding_from_dict
+from deniable.engines.duckdb import DuckDBRunner
 from deniable.mechanisms.exponential import exponential, exponential_probabilities
 from deniable.noise import bernoulli
 
@@ -58,7 +59,7 @@ def _scores_by_count() -> dict[int, tuple[list[Fraction], Fraction]]:
     out = {}
     for c in range(K + 1):
         con.execute(f"CREATE OR REPLACE TABLE s AS SELECT 'a' AS x FROM range({c})")
-        out[c] = candidate_scores(con, "s", cands, k=K)
+        out[c] = candidate_scores(DuckDBRunner(con), "s", cands, k=K)
     return out
 
 

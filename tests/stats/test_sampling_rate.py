@@ -19,6 +19,7 @@ from scipy import stats
 
 from deniable.accounting import amplify_bernoulli
 from deniable.accounting.loss import Epsilon
+from deniable.engines.duckdb import DuckDBRunner
 from deniable.local import BinaryRandomizedResponse
 from deniable.noise.testing import SeededRandom
 from deniable.sampling import ROWID_IDENTITY, BernoulliFilter, sample_table
@@ -55,7 +56,7 @@ def _kept(con: duckdb.DuckDBPyConnection, flt: BernoulliFilter, identity: str) -
 def test_sample_size_is_binomial_with_the_rate(
     con: duckdb.DuckDBPyConnection, rate: Fraction
 ) -> None:
-    with sample_table(con, "big", rate=rate, source=SeededRandom(int(1 / rate))) as s:
+    with sample_table(DuckDBRunner(con), "big", rate=rate, source=SeededRandom(int(1 / rate))) as s:
         row = con.execute(f"SELECT count(*) FROM {s.sql_name}").fetchone()
         assert row is not None
         assert binomial_ok(int(row[0]), N, float(s.effective_rate))
@@ -72,7 +73,9 @@ def test_negative_control_wrong_rate_is_rejected(con: duckdb.DuckDBPyConnection)
 def test_sampling_by_unit_keeps_each_unit_with_the_rate() -> None:
     c = duckdb.connect()
     c.execute("CREATE TABLE visits AS SELECT range % 50000 AS user_id FROM range(150000)")
-    with sample_table(c, "visits", rate=0.25, by=["user_id"], source=SeededRandom(5)) as s:
+    with sample_table(
+        DuckDBRunner(c), "visits", rate=0.25, by=["user_id"], source=SeededRandom(5)
+    ) as s:
         row = c.execute(f"SELECT count(DISTINCT user_id), count(*) FROM {s.sql_name}").fetchone()
         assert row is not None
         units, rows = row
@@ -132,7 +135,7 @@ def test_amplification_end_to_end(con: duckdb.DuckDBPyConnection) -> None:
     beta, p = Fraction(1, 2), Fraction(9, 10)
     rr = BinaryRandomizedResponse(p=p)
     claim = float(amplify_bernoulli(rr.loss, beta).epsilon)
-    with sample_table(con, "big", rate=beta, by=["id"], source=SeededRandom(9)) as s:
+    with sample_table(DuckDBRunner(con), "big", rate=beta, by=["id"], source=SeededRandom(9)) as s:
         kept = np.asarray([r[0] for r in con.execute(f"SELECT id FROM {s.sql_name}").fetchall()])
     present = np.zeros(N, dtype=bool)
     present[kept] = True

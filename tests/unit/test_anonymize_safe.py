@@ -30,6 +30,7 @@ from deniable.anonymize import (
 from deniable.anonymize.dps import amplified_epsilon
 from deniable.anonymize.recoding import Hierarchy, Recoding
 from deniable.anonymize.report import CLASS_SIZE, utility_report
+from deniable.engines.duckdb import DuckDBRunner
 from deniable.errors import InvalidParameter
 from deniable.noise import source as source_module
 from deniable.noise.source import SecureRandom
@@ -79,7 +80,7 @@ def test_anonymize_sample_matches_oracle_and_never_outputs_small_classes(
 ) -> None:
     con = CON
     make_table(con, rows, "hyp1")
-    classes = anonymize_sample(con, "hyp1", spec().fixed(), k=k)
+    classes = anonymize_sample(DuckDBRunner(con), "hyp1", spec().fixed(), k=k)
     got = {
         tuple(r[:3]): r[3]
         for r in con.execute(f"SELECT age, zip, sex, {CLASS_SIZE} FROM {classes}").fetchall()
@@ -99,7 +100,9 @@ def test_strongly_safe_never_publishes_a_class_below_k(
 ) -> None:
     con = CON
     make_table(con, rows, "hyp2")
-    a = strongly_safe(con, "hyp2", spec(), k=k, beta=0.5, epsilon=1.0, source=SeededRandom(seed))
+    a = strongly_safe(
+        DuckDBRunner(con), "hyp2", spec(), k=k, beta=0.5, epsilon=1.0, source=SeededRandom(seed)
+    )
     published = a.to_arrow().to_pylist()
     counts = Counter((r["age"], r["zip"], r["sex"]) for r in published)
     assert all(n >= k for n in counts.values())
@@ -123,7 +126,7 @@ def test_deterministic_given_the_sample() -> None:
     fixed = spec().fixed()
     outs = []
     for name in ("s1", "s1", "s2"):
-        c = anonymize_sample(con, name, fixed, k=4)
+        c = anonymize_sample(DuckDBRunner(con), name, fixed, k=4)
         cols = ", ".join(f'"{n}"' for n in fixed.names)
         outs.append(con.execute(f"SELECT {cols}, {CLASS_SIZE} FROM {c} ORDER BY ALL").fetchall())
     assert outs[0] == outs[1] == outs[2]
@@ -137,7 +140,9 @@ def test_same_seed_same_release_and_published_table_is_sorted() -> None:
         con = duckdb.connect()
         make_table(con, rows)
         results.append(
-            strongly_safe(con, "t", spec(), k=3, beta=0.5, epsilon=1.0, source=SeededRandom(7))
+            strongly_safe(
+                DuckDBRunner(con), "t", spec(), k=3, beta=0.5, epsilon=1.0, source=SeededRandom(7)
+            )
         )
     a, b = (r.to_arrow() for r in results)
     assert a.equals(b)
@@ -158,7 +163,7 @@ def test_release_path_uses_the_csprng_by_default(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(source_module, "_DEFAULT", Counting())
     con = duckdb.connect()
     make_table(con, [(30, "101", "F")] * 50)
-    a = strongly_safe(con, "t", spec(), k=2, beta=0.5, epsilon=1.0)
+    a = strongly_safe(DuckDBRunner(con), "t", spec(), k=2, beta=0.5, epsilon=1.0)
     assert Counting.calls >= 1
     assert a.report.published_rows > 0
 
@@ -183,7 +188,7 @@ def test_refuses_unknown_columns_before_sampling() -> None:
         {"columns": {**SPEC["columns"], "income": {"type": "identity", "level": 0}}}
     )
     with pytest.raises(UnknownColumn, match="income"):
-        strongly_safe(con, "t", bad, k=2, beta=0.5, epsilon=1.0, source=Exhausted())
+        strongly_safe(DuckDBRunner(con), "t", bad, k=2, beta=0.5, epsilon=1.0, source=Exhausted())
     assert _temp_tables(con) == 0
 
 
@@ -191,12 +196,14 @@ def test_refuses_uncovered_values_before_sampling() -> None:
     con = duckdb.connect()
     make_table(con, [(30, "101", "F")] * 5 + [(130, "101", "F")])  # 130 is outside [0, 100)
     with pytest.raises(UncoveredValue, match="age") as info:
-        strongly_safe(con, "t", spec(), k=2, beta=0.5, epsilon=1.0, source=Exhausted())
+        strongly_safe(
+            DuckDBRunner(con), "t", spec(), k=2, beta=0.5, epsilon=1.0, source=Exhausted()
+        )
     assert "130" not in str(info.value)  # never echo a private value
     make_table(con, [(30, "1011", "F")])
     with pytest.raises(UncoveredValue, match="zip"):
         epsilon_safe(
-            con,
+            DuckDBRunner(con),
             "t",
             spec(),
             k=2,
@@ -220,19 +227,26 @@ def test_refuses_uncovered_values_before_sampling() -> None:
 def test_refuses_bad_parameters_before_touching_data(kwargs: dict[str, float], match: str) -> None:
     con = duckdb.connect()  # no table at all: parameters are checked first
     with pytest.raises(InvalidParameter, match=match):
-        strongly_safe(con, "missing", spec(), source=Exhausted(), **kwargs)  # type: ignore[arg-type]
+        strongly_safe(DuckDBRunner(con), "missing", spec(), source=Exhausted(), **kwargs)  # type: ignore[arg-type]
     with pytest.raises(InvalidParameter, match=match):
-        epsilon_safe(con, "missing", spec(), selection_epsilon=1.0, source=Exhausted(), **kwargs)  # type: ignore[arg-type]
+        epsilon_safe(
+            DuckDBRunner(con),
+            "missing",
+            spec(),
+            selection_epsilon=1.0,
+            source=Exhausted(),
+            **kwargs,  # type: ignore[arg-type]
+        )
 
 
 def test_refuses_missing_table_and_reserved_names() -> None:
     con = duckdb.connect()
     with pytest.raises(InvalidParameter, match="no table"):
-        strongly_safe(con, "missing", spec(), k=2, beta=0.5, epsilon=1.0)
+        strongly_safe(DuckDBRunner(con), "missing", spec(), k=2, beta=0.5, epsilon=1.0)
     con.execute('CREATE TABLE t ("__deniable_x" VARCHAR)')
     bad = recoding_from_dict({"columns": {"__deniable_x": {"type": "identity", "level": 0}}})
     with pytest.raises(InvalidParameter, match="reserved"):
-        strongly_safe(con, "t", bad, k=2, beta=0.5, epsilon=1.0)
+        strongly_safe(DuckDBRunner(con), "t", bad, k=2, beta=0.5, epsilon=1.0)
 
 
 def test_utility_report_on_a_known_sample() -> None:
@@ -242,8 +256,8 @@ def test_utility_report_on_a_known_sample() -> None:
     )
     make_table(con, rows)
     fixed = spec().fixed()
-    classes = anonymize_sample(con, "t", fixed, k=3)
-    r = utility_report(con, classes, fixed, k=3, sample_rows=len(rows))
+    classes = anonymize_sample(DuckDBRunner(con), "t", fixed, k=3)
+    r = utility_report(DuckDBRunner(con), classes, fixed, k=3, sample_rows=len(rows))
     # Classes: ([30,40), 1**, F) × 8 and ([70,80), 2**, M) × 3; (5, 299, M) suppressed.
     assert (r.published_rows, r.classes, r.min_class, r.max_class) == (11, 2, 3, 8)
     assert r.median_class == 5.5
@@ -293,7 +307,7 @@ def test_candidate_scores_match_an_oracle() -> None:
     cands = s.candidates()
     assert len(cands) == 4 * 3 * 2
     make_table(CON, rows, "oracle")
-    scores, delta = candidate_scores(CON, "oracle", cands, k=3)
+    scores, delta = candidate_scores(DuckDBRunner(CON), "oracle", cands, k=3)
     assert delta == 3  # k · max u, and the all-raw candidate has u = 1
     assert scores == [scores_oracle(rows, c, 3) for c in cands]
 
@@ -317,8 +331,8 @@ def test_score_sensitivity_bound_holds(
     con = CON
     make_table(con, rows, "d")
     make_table(con, [*rows, extra], "d2")
-    a, delta = candidate_scores(con, "d", cands, k=k)
-    b, _ = candidate_scores(con, "d2", cands, k=k)
+    a, delta = candidate_scores(DuckDBRunner(con), "d", cands, k=k)
+    b, _ = candidate_scores(DuckDBRunner(con), "d2", cands, k=k)
     assert max(abs(x - y) for x, y in zip(a, b, strict=True)) <= delta
 
 
@@ -340,7 +354,14 @@ def test_epsilon_safe_end_to_end() -> None:
         }
     )
     a = epsilon_safe(
-        con, "t", s, k=10, beta=0.2, selection_epsilon=2.0, delta=1e-6, source=SeededRandom(11)
+        DuckDBRunner(con),
+        "t",
+        s,
+        k=10,
+        beta=0.2,
+        selection_epsilon=2.0,
+        delta=1e-6,
+        source=SeededRandom(11),
     )
     assert a.selection is not None and a.selection.candidates == 24
     assert a.guarantee.theorem.startswith("Theorem 3.11")
@@ -360,7 +381,9 @@ def test_epsilon_safe_end_to_end() -> None:
 def test_guarantee_curve_of_a_strongly_safe_release() -> None:
     con = duckdb.connect()
     make_table(con, [(30, "101", "F")] * 20)
-    a = strongly_safe(con, "t", spec(), k=5, beta=0.3, epsilon=1.0, source=SeededRandom(0))
+    a = strongly_safe(
+        DuckDBRunner(con), "t", spec(), k=5, beta=0.3, epsilon=1.0, source=SeededRandom(0)
+    )
     g = a.guarantee_at(delta=5e-3)
     assert g.delta <= 5e-3 and g.epsilon_selection == 0
 
@@ -376,7 +399,7 @@ def _outputs_by_count(k: int, c_max: int) -> list[tuple[tuple[str, int], ...]]:
     fixed = recoding_from_dict({"columns": {"x": {"type": "identity", "level": 0}}}).fixed()
     for c in range(c_max + 1):
         CON.execute(f"CREATE OR REPLACE TABLE counts_s AS SELECT 'a' AS x FROM range({c})")
-        t = anonymize_sample(CON, "counts_s", fixed, k=k)
+        t = anonymize_sample(DuckDBRunner(CON), "counts_s", fixed, k=k)
         out.append(tuple(sorted(CON.execute(f"SELECT x, {CLASS_SIZE} FROM {t}").fetchall())))
         CON.execute(f"DROP TABLE {t}")
     return out
@@ -443,7 +466,7 @@ def test_candidates_product_is_capped() -> None:
     con = duckdb.connect()
     con.execute("CREATE TABLE t (" + ", ".join(f"c{i} VARCHAR" for i in range(5)) + ")")
     with pytest.raises(InvalidParameter, match="4096"):
-        epsilon_safe(con, "t", big, k=2, beta=0.5, selection_epsilon=1.0, epsilon=1.0)
+        epsilon_safe(DuckDBRunner(con), "t", big, k=2, beta=0.5, selection_epsilon=1.0, epsilon=1.0)
 
 
 def test_itertools_product_order_is_the_candidate_order() -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from deniable.accounting import BudgetFilter, amplify_bernoulli
 from deniable.accounting.loss import Epsilon, EpsilonDelta, Rho
+from deniable.engines.duckdb import DuckDBRunner
 from deniable.errors import BudgetExceeded, InvalidParameter, UnsafeQuery
 from deniable.noise.testing import SeededRandom
 from deniable.sampling import FreshSampleReleases, SampledTable
@@ -28,7 +29,7 @@ def _ids(s: SampledTable) -> frozenset[int]:
 def test_each_release_has_its_own_sample_and_is_charged_its_amplified_loss(
     con: duckdb.DuckDBPyConnection,
 ) -> None:
-    rel = FreshSampleReleases(con, "t", rate=Fraction(1, 5), source=SeededRandom(1))
+    rel = FreshSampleReleases(DuckDBRunner(con), "t", rate=Fraction(1, 5), source=SeededRandom(1))
     samples = [rel.release(_ids, loss=Epsilon(epsilon=1)) for _ in range(3)]
     assert len(set(samples)) == 3  # three different samples (P[equal] ≈ 0 for 5000 rows)
     one = amplify_bernoulli(Epsilon(epsilon=1), Fraction(1, 5))
@@ -42,7 +43,7 @@ def test_each_release_has_its_own_sample_and_is_charged_its_amplified_loss(
 
 
 def test_the_sample_serves_its_release_only(con: duckdb.DuckDBPyConnection) -> None:
-    rel = FreshSampleReleases(con, "t", rate=0.5, source=SeededRandom(2))
+    rel = FreshSampleReleases(DuckDBRunner(con), "t", rate=0.5, source=SeededRandom(2))
 
     def sneaky(s: SampledTable) -> None:
         s.charge(Epsilon(epsilon=1))  # a second mechanism on the same sample
@@ -54,7 +55,9 @@ def test_the_sample_serves_its_release_only(con: duckdb.DuckDBPyConnection) -> N
 
 def test_budget_checked_before_and_charged_after(con: duckdb.DuckDBPyConnection) -> None:
     budget = BudgetFilter(EpsilonDelta(epsilon=Fraction(1, 2), delta=Fraction(1, 10**6)))
-    rel = FreshSampleReleases(con, "t", rate=0.1, budget=budget, source=SeededRandom(3))
+    rel = FreshSampleReleases(
+        DuckDBRunner(con), "t", rate=0.1, budget=budget, source=SeededRandom(3)
+    )
     loss = EpsilonDelta(epsilon=1, delta=Fraction(1, 10**6))
     cost = amplify_bernoulli(loss, 0.1)  # ≈ (0.159, 1e-7)
     calls: list[int] = []
@@ -69,7 +72,11 @@ def test_budget_checked_before_and_charged_after(con: duckdb.DuckDBPyConnection)
         raise RuntimeError("mechanism failed")
 
     small = FreshSampleReleases(
-        con, "t", rate=0.1, budget=BudgetFilter(Epsilon(epsilon=1)), source=SeededRandom(4)
+        DuckDBRunner(con),
+        "t",
+        rate=0.1,
+        budget=BudgetFilter(Epsilon(epsilon=1)),
+        source=SeededRandom(4),
     )
     with pytest.raises(RuntimeError):
         small.release(boom, loss=Epsilon(epsilon=1))
@@ -78,8 +85,8 @@ def test_budget_checked_before_and_charged_after(con: duckdb.DuckDBPyConnection)
 
 
 def test_rho_losses_are_refused(con: duckdb.DuckDBPyConnection) -> None:
-    rel = FreshSampleReleases(con, "t", rate=0.5)
+    rel = FreshSampleReleases(DuckDBRunner(con), "t", rate=0.5)
     with pytest.raises(InvalidParameter):
         rel.release(lambda s: None, loss=Rho(rho=1))  # type: ignore[arg-type]
     with pytest.raises(InvalidParameter):
-        FreshSampleReleases(con, "t", rate=0)
+        FreshSampleReleases(DuckDBRunner(con), "t", rate=0)

@@ -56,6 +56,7 @@ from typing import Any, ClassVar
 import yaml
 
 from deniable.errors import InvalidParameter
+from deniable.sqlnames import quote_identifier, quote_literal
 
 SUPPRESSED = "*"
 _CASE_BANDS = 128  # up to this many bands, labels come from a CASE (binding cost grows)
@@ -71,26 +72,6 @@ class UnknownColumn(RecodingError):
 
 class UncoveredValue(RecodingError):
     """A value of the table lies outside its hierarchy's declared domain."""
-
-
-def quote_ident(name: str) -> str:
-    """Quote a column name for DuckDB.
-
-    Examples:
-        >>> quote_ident('a"b')
-        '"a""b"'
-    """
-    return '"' + name.replace('"', '""') + '"'
-
-
-def quote_str(value: str) -> str:
-    """Quote a string literal for DuckDB.
-
-    Examples:
-        >>> quote_str("it's")
-        "'it''s'"
-    """
-    return "'" + value.replace("'", "''") + "'"
 
 
 class Hierarchy(ABC):
@@ -123,9 +104,9 @@ class Hierarchy(ABC):
 
     def sql(self, column: str, level: int) -> str:
         """A DuckDB VARCHAR expression giving the column's value at ``level``."""
-        col = quote_ident(column)
+        col = quote_identifier(column)
         if level == self.top:
-            return quote_str(SUPPRESSED)
+            return quote_literal(SUPPRESSED)
         if level == 0:
             return self._raw_sql(col)
         return self._level_sql(col, level)
@@ -263,7 +244,7 @@ class Interval(Hierarchy):
         if count <= _CASE_BANDS:  # a CASE on the band index is ~5× faster than arithmetic
             branches = " ".join(
                 f"WHEN {i} THEN "
-                + quote_str(
+                + quote_literal(
                     f"[{_fixed(lo + i * w, places)}, {_fixed(min(lo + (i + 1) * w, hi), places)})"
                 )
                 for i in range(count)
@@ -276,7 +257,7 @@ class Interval(Hierarchy):
 
     def covered_sql(self, column: str) -> str:
         """NULL, or a number in ``[lower, upper)``."""
-        col = quote_ident(column)
+        col = quote_identifier(column)
         v = f"TRY_CAST({col} AS DOUBLE)"
         return (
             f"({col} IS NULL OR ({v} IS NOT NULL AND {v} >= {float(self._lo)!r}"
@@ -344,14 +325,14 @@ class Prefix(Hierarchy):
 
     def _level_sql(self, col: str, level: int) -> str:
         p = self.keep[level - 1]
-        stars = quote_str(SUPPRESSED * (self.length - p))
+        stars = quote_literal(SUPPRESSED * (self.length - p))
         return f"(left(CAST({col} AS VARCHAR), {p}) || {stars})"
 
     def covered_sql(self, column: str) -> str:
         """NULL, or exactly ``length`` characters of the alphabet."""
-        col = quote_ident(column)
+        col = quote_identifier(column)
         chars = "".join(re.escape(c) for c in self.alphabet)
-        pattern = quote_str(f"[{chars}]{{{self.length}}}")
+        pattern = quote_literal(f"[{chars}]{{{self.length}}}")
         return f"({col} IS NULL OR regexp_full_match(CAST({col} AS VARCHAR), {pattern}))"
 
     def _level_loss(self, level: int) -> Fraction:
@@ -431,9 +412,9 @@ class DateParts(Hierarchy):
 
     def covered_sql(self, column: str) -> str:
         """NULL, or a date in ``[lower, upper)``."""
-        col = quote_ident(column)
+        col = quote_identifier(column)
         d = f"TRY_CAST({col} AS DATE)"
-        lo, hi = quote_str(self._lo.isoformat()), quote_str(self._hi.isoformat())
+        lo, hi = quote_literal(self._lo.isoformat()), quote_literal(self._hi.isoformat())
         return f"({col} IS NULL OR ({d} IS NOT NULL AND {d} >= DATE {lo} AND {d} < DATE {hi}))"
 
     def _period(self, part: str, day: dt.date) -> tuple[dt.date, dt.date]:
@@ -534,14 +515,15 @@ class Categorical(Hierarchy):
 
     def _level_sql(self, col: str, level: int) -> str:
         branches = " ".join(
-            f"WHEN {quote_str(v)} THEN {quote_str(g)}" for v, g in self.composed(level).items()
+            f"WHEN {quote_literal(v)} THEN {quote_literal(g)}"
+            for v, g in self.composed(level).items()
         )
         return f"(CASE CAST({col} AS VARCHAR) {branches} END)"
 
     def covered_sql(self, column: str) -> str:
         """NULL, or one of the domain's values (as text)."""
-        col = quote_ident(column)
-        values = ", ".join(quote_str(v) for v in self.domain)
+        col = quote_identifier(column)
+        values = ", ".join(quote_literal(v) for v in self.domain)
         return f"({col} IS NULL OR CAST({col} AS VARCHAR) IN ({values}))"
 
     def _sizes(self, level: int) -> dict[str, int]:
@@ -587,7 +569,7 @@ class RecodedColumn:
 
     def sql(self) -> str:
         """The column's recoded VARCHAR expression, aliased to its name."""
-        return f"{self.hierarchy.sql(self.name, self.level)} AS {quote_ident(self.name)}"
+        return f"{self.hierarchy.sql(self.name, self.level)} AS {quote_identifier(self.name)}"
 
 
 @dataclass(frozen=True)

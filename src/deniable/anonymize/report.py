@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import duckdb
-
-from deniable.anonymize.recoding import Recoding, quote_ident
-from deniable.sampling.positional import one_row
+from deniable.anonymize.recoding import Recoding
+from deniable.sqlnames import quote_identifier
+from deniable.sqlrunner import SQLRunner, one_row
 
 CLASS_SIZE = "__deniable_class_size"
 """Name of the class-size column of a classes table (never a published column)."""
@@ -99,7 +98,7 @@ class UtilityReport:
 
 
 def utility_report(
-    con: duckdb.DuckDBPyConnection,
+    runner: SQLRunner,
     classes_table: str,
     recoding: Recoding,
     *,
@@ -109,7 +108,7 @@ def utility_report(
     """Compute the report from the published classes (columns of ``recoding`` plus ``n``).
 
     Args:
-        con: the connection holding ``classes_table``.
+        runner: the engine holding ``classes_table``.
         classes_table: one row per published class: the recoded columns and its size
             (column :data:`CLASS_SIZE`).
         recoding: the recoding used.
@@ -118,7 +117,7 @@ def utility_report(
     """
     n = CLASS_SIZE
     row = one_row(
-        con,
+        runner,
         f"SELECT COUNT(*), COALESCE(SUM({n}), 0), COALESCE(MIN({n}), 0), "
         f"COALESCE(MAX({n}), 0), COALESCE(MEDIAN({n}), 0) FROM {classes_table}",
     )
@@ -133,15 +132,15 @@ def utility_report(
     lo = k
     while lo <= largest:
         hi = 2 * lo
-        got = one_row(con, f"SELECT COUNT(*) FROM {classes_table} WHERE {n} >= {lo} AND {n} < {hi}")
+        got = one_row(
+            runner, f"SELECT COUNT(*) FROM {classes_table} WHERE {n} >= {lo} AND {n} < {hi}"
+        )
         buckets.append((lo, hi, int(got[0])))
         lo = hi
     losses = []
     for c in recoding.columns:
-        col = quote_ident(c.name)
-        per_label = con.execute(
-            f"SELECT {col}, SUM({n}) FROM {classes_table} GROUP BY {col}"
-        ).fetchall()
+        col = quote_identifier(c.name)
+        per_label = runner.rows(f"SELECT {col}, SUM({n}) FROM {classes_table} GROUP BY {col}")
         weighted = sum(c.hierarchy.label_loss(c.level, lab) * int(w) for lab, w in per_label)
         losses.append(
             ColumnLoss(

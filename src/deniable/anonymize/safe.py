@@ -1,4 +1,4 @@
-"""Safe k-anonymization on DuckDB: strongly safe (Theorem 3.9) and ε-safe (Theorem 3.11).
+"""Safe k-anonymization in the engine: strongly safe (Theorem 3.9) and ε-safe (Theorem 3.11).
 
 The pipeline, one line per intermediate shape::
 
@@ -42,7 +42,6 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 
@@ -60,14 +59,14 @@ from deniable.anonymize.recoding import (
     RecodingSpec,
     UncoveredValue,
     UnknownColumn,
-    quote_ident,
-    quote_str,
 )
 from deniable.anonymize.report import CLASS_SIZE, UtilityReport, utility_report
 from deniable.errors import InvalidParameter
 from deniable.mechanisms.exponential import exponential
 from deniable.noise.source import RandomSource
-from deniable.sampling.positional import bernoulli_sample, fresh_name, one_row
+from deniable.sampling.positional import bernoulli_sample, fresh_name
+from deniable.sqlnames import quote_identifier, quote_literal
+from deniable.sqlrunner import SQLRunner, one_row, require_runner
 
 Progress = Callable[[str, float], None]
 """Called with a step's description and the fraction of the work done, in [0, 1]."""
@@ -96,13 +95,14 @@ class Selection:
 
 @dataclass(frozen=True, eq=False)
 class Anonymization:
-    """A safe k-anonymization: the published table (in DuckDB), its guarantee and report.
+    """A safe k-anonymization: the published table (in the engine), its guarantee and report.
 
-    The published table lives in ``con`` as a TEMP table of classes; :meth:`published_sql`
-    expands it to one row per published tuple, sorted (a function of the multiset only).
+    The published table lives in ``runner``'s session as a TEMP table of classes;
+    :meth:`published_sql` expands it to one row per published tuple, sorted (a function of
+    the multiset only).
 
     Attributes:
-        con: the DuckDB connection holding the result.
+        runner: the engine holding the result.
         classes_table: TEMP table, one row per published class (recoded columns + size).
         recoding: the recoding used.
         guarantee: the ``(β, ε, δ)``-DPS guarantee of the release.
@@ -111,7 +111,7 @@ class Anonymization:
         selection: how the recoding was chosen (ε-safe only).
     """
 
-    con: duckdb.DuckDBPyConnection
+    runner: SQLRunner
     classes_table: str
     recoding: Recoding
     guarantee: DPSGuarantee
@@ -121,19 +121,18 @@ class Anonymization:
 
     def published_sql(self) -> str:
         """SQL of the published table: each class's tuple repeated size times, sorted."""
-        cols = ", ".join(quote_ident(n) for n in self.recoding.names)
+        cols = ", ".join(quote_identifier(n) for n in self.recoding.names)
         t = self.classes_table
         return f"SELECT {cols} FROM {t}, range({t}.{CLASS_SIZE}) ORDER BY {cols}"
 
     def to_arrow(self) -> pa.Table:
         """The published table as Arrow."""
-        table: pa.Table = self.con.sql(self.published_sql()).to_arrow_table()
-        return table
+        return self.runner.arrow(self.published_sql())
 
     def to_parquet(self, path: str | Path) -> None:
         """Write the published table to a Parquet file."""
-        self.con.execute(
-            f"COPY ({self.published_sql()}) TO {quote_str(str(path))} (FORMAT parquet)"
+        self.runner.execute(
+            f"COPY ({self.published_sql()}) TO {quote_literal(str(path))} (FORMAT parquet)"
         )
 
     def guarantee_at(
@@ -158,15 +157,14 @@ class Anonymization:
 
     def class_counts(self) -> pa.Table:
         """The published table in compressed form: each distinct tuple with its count."""
-        cols = ", ".join(quote_ident(n) for n in self.recoding.names)
-        table: pa.Table = self.con.sql(
+        cols = ", ".join(quote_identifier(n) for n in self.recoding.names)
+        return self.runner.arrow(
             f"SELECT {cols}, {CLASS_SIZE} AS count FROM {self.classes_table} ORDER BY {cols}"
-        ).to_arrow_table()
-        return table
+        )
 
 
 def strongly_safe(
-    con: duckdb.DuckDBPyConnection,
+    runner: SQLRunner,
     table: str,
     recoding: Recoding | RecodingSpec,
     *,
@@ -180,7 +178,8 @@ def strongly_safe(
     """Sample, recode with a fixed recoding, suppress classes below k, publish (Thm 3.9).
 
     Args:
-        con: DuckDB connection in which ``table`` is a table or view.
+        runner: the engine in which ``table`` is a table or view (DuckDB SQL), e.g.
+            :class:`deniable.engines.duckdb.DuckDBRunner` around your connection.
         table: the input's name.
         recoding: the fixed recoding (a spec's ``level`` per column); it must have been
             chosen without looking at this data, or the guarantee does not hold.
@@ -204,25 +203,26 @@ def strongly_safe(
     fixed = recoding.fixed() if isinstance(recoding, RecodingSpec) else recoding
     guarantee = strongly_safe_guarantee(k, beta=beta, epsilon=epsilon, delta=delta)
     tell = progress or _silent
-    source_name, dropped = _check_input(con, table, fixed.names)
+    runner = require_runner(runner)
+    source_name, dropped = _check_input(runner, table, fixed.names)
     tell("checking that the recoding covers every value", 0.0)
-    _check_coverage(con, source_name, [(c.name, c.hierarchy) for c in fixed.columns])
+    _check_coverage(runner, source_name, [(c.name, c.hierarchy) for c in fixed.columns])
     tell("sampling", 0.2)
-    sample = bernoulli_sample(con, source_name, _raw_cols(fixed.names), beta, source=source)
+    sample = bernoulli_sample(runner, source_name, _raw_cols(fixed.names), beta, source=source)
     try:
-        sample_rows = _count(con, sample)
+        sample_rows = _count(runner, sample)
         tell("recoding and suppressing classes below k", 0.5)
-        classes = anonymize_sample(con, sample, fixed, k=k)
+        classes = anonymize_sample(runner, sample, fixed, k=k)
     finally:
-        con.execute(f"DROP TABLE IF EXISTS {sample}")  # the sample serves one release only
+        runner.execute(f"DROP TABLE IF EXISTS {sample}")  # the sample serves one release only
     tell("computing the utility report", 0.9)
-    report = utility_report(con, classes, fixed, k=k, sample_rows=sample_rows)
+    report = utility_report(runner, classes, fixed, k=k, sample_rows=sample_rows)
     tell("done", 1.0)
-    return Anonymization(con, classes, fixed, guarantee, report, dropped)
+    return Anonymization(runner, classes, fixed, guarantee, report, dropped)
 
 
 def epsilon_safe(
-    con: duckdb.DuckDBPyConnection,
+    runner: SQLRunner,
     table: str,
     spec: RecodingSpec,
     *,
@@ -237,7 +237,7 @@ def epsilon_safe(
     """Choose the recoding with the exponential mechanism, then proceed as strongly safe.
 
     Args:
-        con: DuckDB connection in which ``table`` is a table or view.
+        runner: the engine in which ``table`` is a table or view (DuckDB SQL).
         table: the input's name.
         spec: hierarchies and each column's candidate levels.
         k: suppression threshold, ≥ 2.
@@ -274,15 +274,16 @@ def epsilon_safe(
         )
     candidates = spec.candidates()
     tell = progress or _silent
-    source_name, dropped = _check_input(con, table, spec.names)
+    runner = require_runner(runner)
+    source_name, dropped = _check_input(runner, table, spec.names)
     tell("checking that the recoding covers every value", 0.0)
-    _check_coverage(con, source_name, [(n, spec.hierarchy(n)) for n in spec.names])
+    _check_coverage(runner, source_name, [(n, spec.hierarchy(n)) for n in spec.names])
     tell("sampling for the selection", 0.1)
     raw = _raw_cols(spec.names)
-    selection_sample = bernoulli_sample(con, source_name, raw, beta, source=source)
+    selection_sample = bernoulli_sample(runner, source_name, raw, beta, source=source)
     try:
         index, sensitivity = select_recoding(
-            con,
+            runner,
             selection_sample,
             candidates,
             k=k,
@@ -291,7 +292,7 @@ def epsilon_safe(
             progress=lambda f: tell("scoring candidate recodings", 0.15 + 0.35 * f),
         )
     finally:
-        con.execute(f"DROP TABLE IF EXISTS {selection_sample}")  # used for this choice only
+        runner.execute(f"DROP TABLE IF EXISTS {selection_sample}")  # used for this choice only
     chosen = candidates[index]
     selection = Selection(
         candidates=len(candidates),
@@ -301,22 +302,20 @@ def epsilon_safe(
         sensitivity=float(sensitivity),
     )
     tell("sampling the data to publish", 0.55)
-    sample = bernoulli_sample(con, source_name, raw, beta, source=source)
+    sample = bernoulli_sample(runner, source_name, raw, beta, source=source)
     try:
-        sample_rows = _count(con, sample)
+        sample_rows = _count(runner, sample)
         tell("recoding and suppressing classes below k", 0.7)
-        classes = anonymize_sample(con, sample, chosen, k=k)
+        classes = anonymize_sample(runner, sample, chosen, k=k)
     finally:
-        con.execute(f"DROP TABLE IF EXISTS {sample}")
+        runner.execute(f"DROP TABLE IF EXISTS {sample}")
     tell("computing the utility report", 0.9)
-    report = utility_report(con, classes, chosen, k=k, sample_rows=sample_rows)
+    report = utility_report(runner, classes, chosen, k=k, sample_rows=sample_rows)
     tell("done", 1.0)
-    return Anonymization(con, classes, chosen, guarantee, report, dropped, selection)
+    return Anonymization(runner, classes, chosen, guarantee, report, dropped, selection)
 
 
-def anonymize_sample(
-    con: duckdb.DuckDBPyConnection, sample: str, recoding: Recoding, *, k: int
-) -> str:
+def anonymize_sample(runner: SQLRunner, sample: str, recoding: Recoding, *, k: int) -> str:
     """Recode every row of ``sample`` and keep the classes seen at least ``k`` times.
 
     Deterministic: the result (a TEMP table of classes with their sizes) depends only on the
@@ -327,8 +326,9 @@ def anonymize_sample(
         The name of the new TEMP classes table (recoded columns + :data:`CLASS_SIZE`).
     """
     k = _check_k(k)
+    runner = require_runner(runner)
     out = fresh_name("classes")
-    con.execute(
+    runner.execute(
         f"CREATE TEMP TABLE {out} AS SELECT {recoding.select_sql()}, COUNT(*) AS {CLASS_SIZE} "
         f"FROM {sample} GROUP BY ALL HAVING COUNT(*) >= {k}"
     )
@@ -336,7 +336,7 @@ def anonymize_sample(
 
 
 def select_recoding(
-    con: duckdb.DuckDBPyConnection,
+    runner: SQLRunner,
     sample: str,
     candidates: list[Recoding],
     *,
@@ -354,7 +354,7 @@ def select_recoding(
     Returns:
         The chosen candidate's index and the sensitivity used.
     """
-    scores, sensitivity = candidate_scores(con, sample, candidates, k=k, progress=progress)
+    scores, sensitivity = candidate_scores(runner, sample, candidates, k=k, progress=progress)
     release = exponential(
         np.array(scores, dtype=object), sensitivity=sensitivity, epsilon=epsilon, source=source
     )
@@ -362,7 +362,7 @@ def select_recoding(
 
 
 def candidate_scores(
-    con: duckdb.DuckDBPyConnection,
+    runner: SQLRunner,
     sample: str,
     candidates: list[Recoding],
     *,
@@ -378,6 +378,7 @@ def candidate_scores(
     feed the exponential mechanism and are never released.
     """
     k = _check_k(k)
+    runner = require_runner(runner)
     if not candidates:
         raise InvalidParameter("there must be at least one candidate recoding")
     names = candidates[0].names
@@ -385,14 +386,14 @@ def candidate_scores(
         raise InvalidParameter("every candidate recoding must publish the same columns")
     hierarchy = {c.name: c.hierarchy for c in candidates[0].columns}
     alias = {
-        (col.name, col.level): quote_ident(f"__c{j}_l{col.level}")
+        (col.name, col.level): quote_identifier(f"__c{j}_l{col.level}")
         for cand in candidates
         for j, col in enumerate(cand.columns)
         if col.level != col.hierarchy.top
     }
     select = ", ".join(f"{hierarchy[n].sql(n, lv)} AS {a}" for (n, lv), a in alias.items())
     fine = fresh_name("fine")
-    con.execute(
+    runner.execute(
         f"CREATE TEMP TABLE {fine} AS SELECT {select + ', ' if select else ''}"
         f"COUNT(*) AS {CLASS_SIZE} FROM {sample} GROUP BY ALL"
     )
@@ -402,7 +403,7 @@ def candidate_scores(
             keys = [alias[(c.name, c.level)] for c in cand.columns if (c.name, c.level) in alias]
             group = f"GROUP BY {', '.join(keys)}" if keys else ""
             row = one_row(
-                con,
+                runner,
                 f"SELECT COALESCE(SUM(s), 0) FROM (SELECT SUM({CLASS_SIZE}) AS s FROM {fine} "
                 f"{group}) WHERE s >= {k}",
             )
@@ -410,7 +411,7 @@ def candidate_scores(
             if progress is not None:
                 progress((i + 1) / len(candidates))
     finally:
-        con.execute(f"DROP TABLE IF EXISTS {fine}")
+        runner.execute(f"DROP TABLE IF EXISTS {fine}")
     top = max(c.utility_weight() for c in candidates)
     sensitivity = k * top if top > 0 else Fraction(k)
     return scores, sensitivity
@@ -424,25 +425,24 @@ def _silent(step: str, done: float) -> None:
 
 
 def _raw_cols(names: tuple[str, ...]) -> str:
-    return ", ".join(quote_ident(n) for n in names)
+    return ", ".join(quote_identifier(n) for n in names)
 
 
-def _count(con: duckdb.DuckDBPyConnection, table: str) -> int:
-    return int(one_row(con, f"SELECT COUNT(*) FROM {table}")[0])
+def _count(runner: SQLRunner, table: str) -> int:
+    return int(one_row(runner, f"SELECT COUNT(*) FROM {table}")[0])
 
 
 def _check_input(
-    con: duckdb.DuckDBPyConnection, table: str, names: tuple[str, ...]
+    runner: SQLRunner, table: str, names: tuple[str, ...]
 ) -> tuple[str, tuple[str, ...]]:
     """Return the quoted input name and the columns that will not be published."""
     if not isinstance(table, str) or not table:
         raise InvalidParameter("table must be the name of a DuckDB table or view")
-    quoted = quote_ident(table)
-    try:
-        description = con.execute(f"SELECT * FROM {quoted} LIMIT 0").description
-    except duckdb.Error:
-        raise InvalidParameter(f"no table or view named {table!r} in this connection") from None
-    have = [d[0] for d in description or ()]
+    quoted = quote_identifier(table)
+    columns = runner.columns(quoted)
+    if columns is None:
+        raise InvalidParameter(f"no table or view named {table!r} in this engine session")
+    have = [name for name, _ in columns]
     bad = [n for n in names if n.startswith("__deniable")]
     if bad:
         raise RecodingError(f"column names starting with '__deniable' are reserved: {bad}")
@@ -452,12 +452,10 @@ def _check_input(
     return quoted, tuple(n for n in have if n not in names)
 
 
-def _check_coverage(
-    con: duckdb.DuckDBPyConnection, table: str, columns: list[tuple[str, Hierarchy]]
-) -> None:
+def _check_coverage(runner: SQLRunner, table: str, columns: list[tuple[str, Hierarchy]]) -> None:
     """Refuse if any value of any recoded column is outside its hierarchy's domain."""
     checks = ", ".join(f"COALESCE(bool_and({h.covered_sql(name)}), TRUE)" for name, h in columns)
-    row = one_row(con, f"SELECT {checks} FROM {table}")
+    row = one_row(runner, f"SELECT {checks} FROM {table}")
     failing = [name for (name, _), ok in zip(columns, row, strict=True) if not ok]
     if failing:
         raise UncoveredValue(

@@ -13,8 +13,8 @@ events exhibit:
 (for ρ, the binary Rényi bound of :func:`renyi_rho` at ``(p̲_a(E), p̄_b(E))`` instead),
 
 where ``p̲`` and ``p̄`` are one-sided Clopper–Pearson bounds (exact binomial, no normal
-approximation; :func:`clopper_pearson_lower` inverts the incomplete beta function of
-:mod:`deniable.local.intervals`). Each of the ``2m`` one-sided bounds used for ``m`` tested
+approximation; :func:`~deniable.stats.clopper_pearson_lower`, the package's one
+implementation, in :mod:`deniable.stats`). Each of the ``2m`` one-sided bounds used for ``m`` tested
 (event, direction) pairs has level ``α/(2m)`` (Bonferroni), so
 
 ``P[lower > the true largest log-ratio over the tested events] ≤ α``,
@@ -56,7 +56,7 @@ import numpy as np
 import numpy.typing as npt
 
 from deniable.errors import InvalidParameter
-from deniable.local.intervals import beta_cdf
+from deniable.stats import clopper_pearson_lower, clopper_pearson_upper
 
 Measure = Literal["epsilon", "rho"]
 Sampler = Callable[[int], npt.ArrayLike]
@@ -199,89 +199,6 @@ def _rho_stat(p_num: float, p_den: float) -> float:
     if p_num <= 0.0:
         return -math.inf
     return renyi_rho(min(p_num, 1.0), min(max(p_den, 0.0), 1.0))
-
-
-def clopper_pearson_lower(successes: int, trials: int, beta: float) -> float:
-    """One-sided Clopper–Pearson lower bound: ``P_p[bound > p] ≤ beta`` for every ``p``.
-
-    The exact bound is the root ``x`` of ``P_x[Bin(n, x) ≥ k] = I_x(k, n−k+1) = beta``
-    (:func:`deniable.local.intervals.beta_cdf`), found by the Illinois method on ``ln x``
-    with a bracket that always keeps the side where the tail is ≤ beta; that side is returned,
-    so the bound is never above the exact one (beyond ~1e-13 relative float error of the
-    incomplete beta, far below any statistical effect).
-
-    Examples:
-        >>> round(clopper_pearson_lower(400, 1000, 0.025), 4)
-        0.3695
-    """
-    if not (
-        isinstance(trials, int)
-        and isinstance(successes, int)
-        and trials >= 1
-        and 0 <= successes <= trials
-    ):
-        raise InvalidParameter("need integers 0 ≤ successes ≤ trials, trials ≥ 1")
-    if not 0.0 < beta < 0.5:
-        raise InvalidParameter("beta must be in (0, 0.5)")
-    if successes == 0:
-        return 0.0
-    a, b = float(successes), float(trials - successes + 1)
-    log_beta = math.log(beta)
-
-    def f(u: float) -> float:
-        tail = beta_cdf(math.exp(u), a, b)
-        return (math.log(tail) if tail > 0.0 else -math.inf) - log_beta
-
-    # At x = k/n the tail P[X ≥ k] is at least 1/2 (k is a median of Bin(n, k/n)) > beta.
-    hi = math.log(successes / trials)
-    f_hi = f(hi)
-    step = 1.0
-    lo = hi - step
-    f_lo = f(lo)
-    while f_lo > 0.0:
-        hi, f_hi = lo, f_lo
-        step *= 2.0
-        lo = hi - step
-        f_lo = f(lo)
-    side = 0
-    for _ in range(200):
-        if hi - lo <= 1e-13 * max(1.0, abs(lo)):
-            break
-        if math.isinf(f_lo):
-            mid = (lo + hi) / 2.0
-        else:
-            mid = hi - f_hi * (hi - lo) / (f_hi - f_lo)
-            if not lo < mid < hi:
-                mid = (lo + hi) / 2.0
-        f_mid = f(mid)
-        if f_mid > 0.0:
-            hi, f_hi = mid, f_mid
-            if side == 1 and not math.isinf(f_lo):
-                f_lo /= 2.0  # Illinois: halve the stale end to keep convergence superlinear
-            side = 1
-        else:
-            lo, f_lo = mid, f_mid
-            if side == -1:
-                f_hi /= 2.0
-            side = -1
-    return math.exp(lo)
-
-
-def clopper_pearson_upper(successes: int, trials: int, beta: float) -> float:
-    """One-sided Clopper–Pearson upper bound: ``P_p[bound < p] ≤ beta`` for every ``p``.
-
-    Examples:
-        >>> round(clopper_pearson_upper(400, 1000, 0.025), 4)
-        0.4311
-    """
-    if not (
-        isinstance(trials, int)
-        and isinstance(successes, int)
-        and trials >= 1
-        and 0 <= successes <= trials
-    ):
-        raise InvalidParameter("need integers 0 ≤ successes ≤ trials, trials ≥ 1")
-    return 1.0 - clopper_pearson_lower(trials - successes, trials, beta)
 
 
 # ----------------------------------------------------------------------------- events

@@ -77,6 +77,7 @@ def command(
         min_epsilon,
         strongly_safe,
     )
+    from deniable.engines.duckdb import DuckDBRunner
     from deniable.errors import DeniableError
 
     if epsilon is not None and delta is not None:
@@ -86,6 +87,7 @@ def command(
         floor = min_epsilon(beta)
         con = duckdb.connect()
         con.execute(f"CREATE VIEW input AS SELECT * FROM {_reader(data)}")
+        runner = DuckDBRunner(con)
         show = progress if progress is not None else _is_large(data)
         if epsilon is None and delta is None:
             epsilon = floor  # headline the first point; the whole curve is printed below
@@ -95,7 +97,7 @@ def command(
         with _Bar(enabled=show) as bar:
             if select_epsilon is None:
                 result = strongly_safe(
-                    con,
+                    runner,
                     "input",
                     spec,
                     k=k,
@@ -106,7 +108,7 @@ def command(
                 )
             else:
                 result = epsilon_safe(
-                    con,
+                    runner,
                     "input",
                     spec,
                     k=k,
@@ -149,12 +151,12 @@ def _reader(path: Path) -> str:
 
     Text keeps codes such as ZIP ``02139`` intact; hierarchies cast numbers and dates.
     """
-    from deniable.anonymize.recoding import quote_str
+    from deniable.sqlnames import quote_literal
 
     suffix = path.suffix.lower()
     if suffix == ".parquet":
-        return f"read_parquet({quote_str(str(path))})"
-    return f"read_csv({quote_str(str(path))}, all_varchar = true, header = true)"
+        return f"read_parquet({quote_literal(str(path))})"
+    return f"read_csv({quote_literal(str(path))}, all_varchar = true, header = true)"
 
 
 def _is_large(path: Path) -> bool:

@@ -15,6 +15,7 @@ sequential composition everything ever answered on the session's dataset is with
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import warnings
@@ -24,6 +25,8 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Any
 
+from sqlglot import exp
+
 from deniable.accounting.amplification import sampling_rate
 from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
 from deniable.engines.base import Engine, TableBinding
@@ -32,7 +35,14 @@ from deniable.errors import InvalidParameter, PrivacyWarning
 from deniable.ledger import Charge, Ledger
 from deniable.noise.source import RandomSource
 from deniable.query.answer import Answer, show_loss
-from deniable.query.catalog import Column, TableInfo, kind_of, make_policy
+from deniable.query.catalog import (
+    MAX_PUBLIC_KEYS,
+    Column,
+    ColumnKind,
+    TableInfo,
+    kind_of,
+    make_policy,
+)
 from deniable.query.execute import execute, run_bounded
 from deniable.query.plan import QUANTILE_GRID, DPPlan
 from deniable.query.program import QueryOptions, QueryProgram
@@ -40,6 +50,10 @@ from deniable.query.program import compile as compile_query
 from deniable.query.release import ExactAggregates
 from deniable.query.rewrite.compile import CompiledQuery, Secrets, unit_identity_sql
 from deniable.sampling.account import SampleAccount
+from deniable.sqlnames import identifier
+
+MAX_PUBLIC_ROWS = 1_000_000
+"""Largest public lookup table (it is read whole at registration)."""
 
 
 @dataclass(frozen=True)
@@ -224,6 +238,121 @@ class Session:
         self._bindings[name] = binding
         return info
 
+    def add_public_table(
+        self,
+        name: str,
+        source: object,
+        *,
+        unique_key: str | Sequence[str] | None = None,
+    ) -> TableInfo:
+        """Register a public lookup table (e.g. regions of states) that private tables join.
+
+        Its content is public: deniable reads it here (a snapshot is copied into the engine,
+        so that later changes of the source cannot reach queries), checks which columns are
+        unique, and records each column's distinct values as a public domain (group keys
+        taken from it need no partition selection). It is never queried alone. A join with it
+        must equate one of its unique keys, so that it never multiplies a private row.
+
+        Args:
+            name: the name analysts use in ``JOIN``.
+            source: as for :meth:`add_table`.
+            unique_key: the column(s) whose values are unique; checked against the data. By
+                default every single column that is unique and never NULL is a key.
+
+        Raises:
+            InvalidParameter: a duplicate name, an unknown column, a declared key that is not
+                unique (or holds NULL), more than 1,000,000 rows.
+        """
+        if not isinstance(name, str) or not name:
+            raise InvalidParameter("name must be a non-empty string")
+        if any(n.lower() == name.lower() for n in self._tables):
+            raise InvalidParameter(f"a table named {name!r} is already registered")
+        binding = self._engine.materialize(self._engine.bind(name, source))
+        columns = tuple(Column(c, t, kind_of(t)) for c, t in binding.columns)
+        info = TableInfo(
+            name=name,
+            columns=columns,
+            policy=make_policy(
+                name,
+                columns,
+                privacy_unit=None,
+                bounds=None,
+                max_groups=None,
+                max_rows=None,
+                public_keys=None,
+            ),
+            version=binding.version,
+        )
+        rows, distinct, non_null = self._public_profile(binding, columns)
+        if rows > MAX_PUBLIC_ROWS:
+            raise InvalidParameter(
+                f"public table {name!r} has more than {MAX_PUBLIC_ROWS} rows; a lookup table "
+                "is small"
+            )
+        unique = [
+            (c.name,) for c in columns if distinct[c.name] == rows and non_null[c.name] == rows
+        ]
+        if unique_key is not None:
+            declared = (unique_key,) if isinstance(unique_key, str) else tuple(unique_key)
+            key = tuple(info.column(k).name for k in declared)
+            if not key:
+                raise InvalidParameter("unique_key names no column")
+            if self._distinct_rows(binding, key) != rows or any(non_null[k] != rows for k in key):
+                raise InvalidParameter(
+                    f"unique_key {key} of public table {name!r} is not unique (or holds NULL)"
+                )
+            keys: tuple[tuple[str, ...], ...] = (key,)
+        else:
+            keys = tuple(unique)
+        domains = {
+            c.name: self._distinct_values(binding, c.name)
+            for c in columns
+            if distinct[c.name] <= MAX_PUBLIC_KEYS and c.kind is not ColumnKind.OTHER
+        }
+        info = dataclasses.replace(
+            info, public=True, unique_keys=keys, domains=MappingProxyType(domains)
+        )
+        self._tables[name] = info
+        self._bindings[name] = binding
+        return info
+
+    def _public_profile(
+        self, binding: TableBinding, columns: tuple[Column, ...]
+    ) -> tuple[int, dict[str, int], dict[str, int]]:
+        """Rows, distinct and non-NULL values per column of a public table (public data)."""
+        exprs: list[exp.Expression] = [exp.Count(this=exp.Star())]
+        for c in columns:
+            col = exp.Column(this=identifier(c.name))
+            exprs.append(exp.Count(this=exp.Distinct(expressions=[col])))
+            exprs.append(exp.Count(this=col.copy()))
+        query = exp.select(*exprs).from_(exp.Table(this=identifier(binding.name)))
+        row = self._engine.run(binding, query.sql(dialect=self._engine.capabilities.dialect))
+        values = [int(row.column(i)[0].as_py()) for i in range(row.num_columns)]
+        distinct = {c.name: values[1 + 2 * i] for i, c in enumerate(columns)}
+        non_null = {c.name: values[2 + 2 * i] for i, c in enumerate(columns)}
+        return values[0], distinct, non_null
+
+    def _distinct_rows(self, binding: TableBinding, key: tuple[str, ...]) -> int:
+        sub = (
+            exp.select(*(exp.Column(this=identifier(k)) for k in key))
+            .distinct()
+            .from_(exp.Table(this=identifier(binding.name)))
+        )
+        query = exp.select(exp.Count(this=exp.Star())).from_(sub.subquery("__d"))
+        out = self._engine.run(binding, query.sql(dialect=self._engine.capabilities.dialect))
+        return int(out.column(0)[0].as_py())
+
+    def _distinct_values(self, binding: TableBinding, column: str) -> tuple[object, ...]:
+        col = exp.Column(this=identifier(column))
+        query = (
+            exp.select(col)
+            .distinct()
+            .from_(exp.Table(this=identifier(binding.name)))
+            .order_by(col.copy())
+        )
+        out = self._engine.run(binding, query.sql(dialect=self._engine.capabilities.dialect))
+        return tuple(out.column(0).to_pylist())
+
     def _sample_rate(self, sample_rate: float | Fraction) -> Fraction:
         if isinstance(self._budget, Rho):
             raise InvalidParameter(
@@ -316,7 +445,8 @@ class Session:
         """The DP plan and the generated engine SQL of ``query`` (secrets shown as 0)."""
         program = self.compile(query, **options)
         binding = self._bindings[program.table.name]
-        compiled = program.statement(self._engine.capabilities, binding.name, Secrets(0, 0))
+        joined = {n: b.name for n, b in self._joined(program.plan).items()}
+        compiled = program.statement(self._engine.capabilities, binding.name, Secrets(0, 0), joined)
         return json.dumps(program.plan.describe(), indent=2) + "\n\n" + compiled.sql
 
     def sql(
@@ -399,13 +529,18 @@ class Session:
             binding=self._bindings[name],
             source=self._source,
             sample=self._samples.get(name),
+            joined=self._joined(program.plan),
         )
+
+    def _joined(self, plan: DPPlan) -> dict[str, TableBinding]:
+        return {j.table.name: self._bindings[j.table.name] for j in plan.query.joins}
 
     # -- internals -------------------------------------------------------------------------
 
     def _exact(self, plan: DPPlan, secrets: Secrets) -> tuple[CompiledQuery, ExactAggregates]:
         """Run the generated bounded aggregation (no noise, no charge). Internal only."""
-        return run_bounded(plan, self._engine, self._bindings[plan.query.table.name], secrets)
+        binding = self._bindings[plan.query.table.name]
+        return run_bounded(plan, self._engine, binding, secrets, self._joined(plan))
 
     def close(self) -> None:
         """Close the engine and ledger this session opened (caller-owned ones stay open)."""

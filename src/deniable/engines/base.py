@@ -224,6 +224,14 @@ class Engine(Protocol):
         """
         ...
 
+    def materialize(self, binding: TableBinding) -> TableBinding:
+        """Copy a bound table into the engine; return the copy's binding.
+
+        A snapshot that later changes of the source cannot reach: public tables rely on it,
+        so that properties checked at registration (a unique key) keep holding.
+        """
+        ...
+
     def close(self) -> None:
         """Release the engine's resources."""
         ...

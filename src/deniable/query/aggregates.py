@@ -80,12 +80,14 @@ class NoisyMeasures:
         releases: each measure's release (mechanism, loss, intervals).
         chosen: each histogram measure's chosen candidate index per partition.
         size: number of released partitions.
+        level: the confidence level the answer's notes speak of.
     """
 
     noisy: dict[str, I64]
     releases: dict[str, Release]
     chosen: dict[str, I64]
     size: int
+    level: float = 0.95
 
     def units(self, meas: Measure) -> F64:
         """A noisy measure in its row units, as doubles."""
@@ -512,11 +514,11 @@ class Quantile(Aggregate):
         step = (b_hi - b_lo) / grid
         idx = noisy.chosen[m.id].astype(np.float64)
         values = np.where(idx >= grid, b_hi, b_lo + idx * step)
-        rank = rank_error(m, 0.95)
+        rank = rank_error(m, noisy.level)
         note = (
             f"exponential mechanism over {grid + 1} candidates in [{b_lo:g}, {b_hi:g}]; with "
-            f"probability ≥ 0.95 the released value's |(1−q)·#below − q·#above| is within "
-            f"{rank:.1f} of the best candidate's"
+            f"probability ≥ {noisy.level:g} the released value's |(1−q)·#below − q·#above| "
+            f"is within {rank:.1f} of the best candidate's"
         )
         mech = f"exponential (ε = {float(m.budget):.4g}, score sensitivity {m.sensitivity})"
         return Released(values, mech, note + self.extra_note, None)

@@ -19,6 +19,7 @@ compiled.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextlib import nullcontext
 from fractions import Fraction
 
@@ -40,7 +41,7 @@ from deniable.query.parse import AGG_PREFIX
 from deniable.query.plan import DPPlan, releases_nothing_private
 from deniable.query.program import QueryProgram
 from deniable.query.release import ExactAggregates, NoisyAnswer, read_result, release
-from deniable.query.rewrite.compile import CompiledQuery, Secrets
+from deniable.query.rewrite.compile import CompiledQuery, Secrets, compile_plan
 from deniable.sampling.account import SampleAccount
 
 
@@ -51,7 +52,11 @@ def new_secrets(source: RandomSource | None) -> Secrets:
 
 
 def run_bounded(
-    program: QueryProgram | DPPlan, engine: Engine, binding: TableBinding, secrets: Secrets
+    program: QueryProgram | DPPlan,
+    engine: Engine,
+    binding: TableBinding,
+    secrets: Secrets,
+    joined: Mapping[str, TableBinding] | None = None,
 ) -> tuple[CompiledQuery, ExactAggregates]:
     """Run the bounded aggregation (no noise, no charge): internal to the release path.
 
@@ -60,19 +65,22 @@ def run_bounded(
         EngineError: the engine failed; nothing was charged.
     """
     plan = program.plan if isinstance(program, QueryProgram) else program
-    compiled = compile_statement(plan, engine, binding, secrets)
+    compiled = compile_statement(plan, engine, binding, secrets, joined)
     engine.check(binding, compiled.sql)
     result = engine.run(binding, compiled.sql)
     return compiled, read_result(result, compiled, plan)
 
 
 def compile_statement(
-    plan: DPPlan, engine: Engine, binding: TableBinding, secrets: Secrets
+    plan: DPPlan,
+    engine: Engine,
+    binding: TableBinding,
+    secrets: Secrets,
+    joined: Mapping[str, TableBinding] | None = None,
 ) -> CompiledQuery:
     """The plan's statement rendered for ``engine``."""
-    from deniable.query.rewrite.compile import compile_plan
-
-    return compile_plan(plan, engine.capabilities, binding.name, secrets)
+    relations = {name: b.name for name, b in (joined or {}).items()}
+    return compile_plan(plan, engine.capabilities, binding.name, secrets, relations)
 
 
 def execute(
@@ -85,6 +93,7 @@ def execute(
     binding: TableBinding,
     source: RandomSource | None = None,
     sample: SampleAccount | None = None,
+    joined: Mapping[str, TableBinding] | None = None,
 ) -> Answer:
     """Answer ``program``, charging ``program.loss`` (amplified on a sampled table).
 
@@ -100,6 +109,7 @@ def execute(
         binding: the engine's binding of the program's table.
         source: randomness (default: the OS CSPRNG).
         sample: the amplification account when the table is a Bernoulli sample.
+        joined: the engine's bindings of the tables the program joins, by name.
 
     Raises:
         BudgetExceeded: the cost does not fit what is left (nothing was spent).
@@ -119,7 +129,7 @@ def execute(
         cost = plan.loss if amplified is None else _sampled_cost(plan, amplified)
         if not free:
             _precheck_budget(ledger, dataset, cost)
-        _, exact = run_bounded(program, engine, binding, new_secrets(source))
+        _, exact = run_bounded(program, engine, binding, new_secrets(source), joined)
         charge_id: int | None = None
         if not free:
             details = plan.describe()
@@ -269,6 +279,10 @@ def build_answer(
                 f"interval by interval arithmetic over {names}, each at level {per:.4g} "
                 f"(all hold at once with probability ≥ {plan.level:g})"
             )
+            if value.reason:
+                notes[out.name] += f"; {value.reason}"
+        elif value.reason:
+            notes[out.name] = value.reason
     frame = pd.DataFrame(data, index=pd.RangeIndex(size))
     keep = np.ones(size, dtype=bool)
     if query.having is not None:

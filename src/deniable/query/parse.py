@@ -65,8 +65,6 @@ _SYNONYMS: dict[str, type[exp.Expression]] = {
 
 # Clauses of a SELECT that are refused outright, with what to do instead.
 _REFUSED_CLAUSES = {
-    "with_": "common table expressions (WITH) are not supported; query the table directly",
-    "joins": "joins are not supported; query one table",
     "qualify": "QUALIFY is not supported; filter the noisy answer with HAVING",
     "windows": "window functions are not supported",
     "into": "SELECT INTO writes data and is refused",
@@ -105,31 +103,45 @@ class AggregateCall:
 
     Attributes:
         kind: the aggregate's class.
-        column: the column name as written (unresolved), or None for ``COUNT(*)``.
+        arg: the argument as written (a column or a row expression), or None for
+            ``COUNT(*)``.
         q: the quantile of a quantile aggregate, exact.
         population: VAR_POP/STDDEV_POP (True) rather than the sample versions.
         position: where the argument appears in the text, when known.
+        filter: the ``FILTER (WHERE …)`` condition, or None.
     """
 
     kind: type[Aggregate]
-    column: str | None
+    arg: exp.Expression | None
     q: Fraction | None = None
     population: bool = False
     position: Position | None = None
+    filter: exp.Expression | None = None
 
     @property
     def func(self) -> str:
         """The aggregate's label (``count``, ``sum``, …)."""
         return self.kind.label
 
+    @property
+    def column(self) -> str | None:
+        """The column's name when the argument is a plain column, else None."""
+        arg = _strip_parens(self.arg) if self.arg is not None else None
+        return arg.name if isinstance(arg, exp.Column) and not arg.is_star else None
+
     def same(self, other: AggregateCall) -> bool:
-        """Whether two calls compute the same thing (column names compared case-blind)."""
+        """Whether two calls compute the same thing (identifiers compared case-blind)."""
         return (
             self.kind is other.kind
-            and (self.column or "").lower() == (other.column or "").lower()
+            and _canon(self.arg) == _canon(other.arg)
+            and _canon(self.filter) == _canon(other.filter)
             and self.q == other.q
             and self.population == other.population
         )
+
+
+def _canon(node: exp.Expression | None) -> str | None:
+    return None if node is None else normalize(_strip_parens(node))
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,12 +177,15 @@ class ParsedQuery:
     """The logical query: what the analyst asked, before names are resolved.
 
     Attributes:
-        table: the table name as written.
+        table: the table name as written (the FROM item's alias when it is a subquery).
         alias: the table alias, if any.
+        source: the FROM item (a table or a subquery), joined with ``joins``.
+        joins: the joins of the FROM clause, as written.
+        ctes: the common table expressions, by name.
         outputs: the output columns in order.
         aggregates: the distinct aggregate calls; ``__agg<i>`` stands for ``aggregates[i]``.
         where: the row predicate's AST (validated later), or None.
-        group_by: group-key column names as written (positions already resolved).
+        group_by: group-key expressions as written (positions already resolved).
         having: the HAVING predicate with aggregate placeholders, or None.
         order_by: post-processing sort: (expression with placeholders, descending).
         limit: post-processing row limit.
@@ -181,10 +196,13 @@ class ParsedQuery:
 
     table: str
     alias: str | None
+    source: exp.Expression
+    joins: tuple[exp.Join, ...]
+    ctes: tuple[tuple[str, exp.Select], ...]
     outputs: tuple[SelectItem, ...]
     aggregates: tuple[AggregateCall, ...]
     where: exp.Expression | None
-    group_by: tuple[str, ...]
+    group_by: tuple[exp.Expression, ...]
     having: exp.Expression | None
     order_by: tuple[tuple[exp.Expression, bool], ...]
     limit: int | None
@@ -248,8 +266,8 @@ def parse(text: str) -> ParsedQuery:
 
     Examples:
         >>> q = parse("SELECT editor, COUNT(*) AS n FROM students GROUP BY editor")
-        >>> [o.name for o in q.outputs], q.group_by
-        (['editor', 'n'], ('editor',))
+        >>> [o.name for o in q.outputs], [g.sql() for g in q.group_by]
+        (['editor', 'n'], ['editor'])
     """
     if not isinstance(text, str):
         raise SQLError("the query must be a string")
@@ -367,9 +385,17 @@ def _parse_select(stmt: exp.Select, text: str) -> ParsedQuery:
         if value:
             node = value[0] if isinstance(value, list) else value
             raise refuse(message, node if isinstance(node, exp.Expression) else None, text)
+    allowed = _relations(stmt, text)
     for sub in stmt.find_all(exp.Select, exp.Subquery, exp.SetOperation):
-        if sub is not stmt:
-            raise refuse("subqueries are not supported; query one table directly", sub, text)
+        if isinstance(sub, exp.SetOperation):
+            raise refuse("UNION, INTERSECT and EXCEPT are not supported", sub, text)
+        if not any(sub is a for a in allowed):  # type: ignore[comparison-overlap]
+            raise refuse(
+                "subqueries are supported only in FROM and WITH (as a table); write the "
+                "condition as a join or a WHERE on the table",
+                sub,
+                text,
+            )
     for win in stmt.find_all(exp.Window):
         raise refuse(
             "window functions (OVER) are not supported: they compute per-row values",
@@ -377,7 +403,7 @@ def _parse_select(stmt: exp.Select, text: str) -> ParsedQuery:
             text,
         )
     normalized = normalize(stmt)
-    table, alias = _parse_from(stmt, text)
+    table, alias, source, joins, ctes = _parse_from(stmt, text)
     calls: list[AggregateCall] = []
 
     def bind(node: exp.Expression) -> exp.Expression:
@@ -399,7 +425,10 @@ def _parse_select(stmt: exp.Select, text: str) -> ParsedQuery:
                 text,
             )
         group_exprs = [o.expr for o in outputs]
-    group_by = tuple(_group_key(g, text) for g in group_exprs)
+    for g in group_exprs:
+        if g.find(exp.AggFunc) is not None:
+            raise refuse("GROUP BY cannot contain an aggregate", g, text)
+    group_by = tuple(group_exprs)
     where_clause = stmt.args.get("where")
     where = where_clause.this if isinstance(where_clause, exp.Where) else None
     if where is not None:
@@ -415,6 +444,9 @@ def _parse_select(stmt: exp.Select, text: str) -> ParsedQuery:
     return ParsedQuery(
         table=table,
         alias=alias,
+        source=source,
+        joins=joins,
+        ctes=ctes,
         outputs=tuple(outputs),
         aggregates=tuple(calls),
         where=where,
@@ -483,17 +515,73 @@ def normalize(stmt: exp.Expression) -> str:
     return copy.sql(dialect="duckdb", normalize=True)
 
 
-def _parse_from(stmt: exp.Select, text: str) -> tuple[str, str | None]:
+def _relations(stmt: exp.Select, text: str) -> list[exp.Expression]:
+    """The SELECTs and subqueries that stand for tables.
+
+    The statement, CTE bodies, and subqueries in FROM and JOIN (recursively).
+    """
+    allowed: list[exp.Expression] = [stmt]
+    todo: list[exp.Select] = [stmt]
+    with_ = stmt.args.get("with_")
+    if isinstance(with_, exp.With):
+        if with_.args.get("recursive"):
+            raise refuse("WITH RECURSIVE is not supported", with_, text)
+        for cte in with_.expressions:
+            body = cte.this
+            if not isinstance(body, exp.Select):
+                raise refuse("a WITH table must be one SELECT (no UNION)", cte, text)
+            allowed.append(body)
+            todo.append(body)
+    while todo:
+        sel = todo.pop()
+        if sel is not stmt and sel.args.get("with_"):
+            raise refuse("WITH is supported at the top of the query only", sel, text)
+        items = [sel.args["from_"].this] if isinstance(sel.args.get("from_"), exp.From) else []
+        items += [j.this for j in sel.args.get("joins") or []]
+        for item in items:
+            if isinstance(item, exp.Subquery):
+                allowed.append(item)
+                if isinstance(item.this, exp.Select):
+                    allowed.append(item.this)
+                    todo.append(item.this)
+    return allowed
+
+
+_From = tuple[
+    str, str | None, exp.Expression, tuple[exp.Join, ...], tuple[tuple[str, exp.Select], ...]
+]
+
+
+def _parse_from(stmt: exp.Select, text: str) -> _From:
     src = stmt.args.get("from_")
     if not isinstance(src, exp.From):
         raise refuse("the query needs FROM <table>")
-    table = src.this
-    if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier):
+    item = src.this
+    ctes: list[tuple[str, exp.Select]] = []
+    with_ = stmt.args.get("with_")
+    if isinstance(with_, exp.With):
+        for cte in with_.expressions:
+            assert isinstance(cte.this, exp.Select)
+            ctes.append((cte.alias, cte.this))
+    joins = tuple(stmt.args.get("joins") or ())
+    if isinstance(item, exp.Subquery):
+        alias = item.alias or None
+        if alias is None:
+            raise refuse("a subquery in FROM needs an alias: (SELECT …) AS name", item, text)
+        return alias, alias, item, joins, tuple(ctes)
+    if not isinstance(item, exp.Table) or not isinstance(item.this, exp.Identifier):
         raise refuse(
-            "FROM must name one registered table (no table functions or subqueries)",
-            src.this,
+            "FROM must name a registered table, a WITH table or a subquery (no table functions)",
+            item,
             text,
         )
+    _check_table(item, text)
+    alias_node = item.args.get("alias")
+    alias = alias_node.name or None if isinstance(alias_node, exp.TableAlias) else None
+    return item.this.name, alias, item, joins, tuple(ctes)
+
+
+def _check_table(table: exp.Table, text: str) -> None:
     for arg in ("db", "catalog"):
         if table.args.get(arg):
             raise refuse("FROM must name a registered table without schema or catalog", table, text)
@@ -501,12 +589,8 @@ def _parse_from(stmt: exp.Select, text: str) -> tuple[str, str | None]:
         if arg not in ("this", "alias", "db", "catalog") and value:
             raise refuse(f"FROM {table.name} has an unsupported modifier ({arg})", table, text)
     alias_node = table.args.get("alias")
-    alias = None
-    if isinstance(alias_node, exp.TableAlias):
-        if alias_node.args.get("columns"):
-            raise refuse("column aliases on the table are not supported", table, text)
-        alias = alias_node.name or None
-    return table.this.name, alias
+    if isinstance(alias_node, exp.TableAlias) and alias_node.args.get("columns"):
+        raise refuse("column aliases on the table are not supported", table, text)
 
 
 def _group_expressions(
@@ -520,6 +604,8 @@ def _group_expressions(
             raise refuse("GROUPING SETS, CUBE, ROLLUP and GROUP BY ALL are not supported", group)
     out: list[exp.Expression] = []
     for e in group.expressions:
+        if isinstance(e, exp.Rollup | exp.Cube | exp.GroupingSets):
+            raise refuse("GROUPING SETS, CUBE, ROLLUP and GROUP BY ALL are not supported", e, text)
         if isinstance(e, exp.Literal) and not e.is_string and e.this.isdigit():
             i = int(e.this)
             if not 1 <= i <= len(outputs):
@@ -529,20 +615,6 @@ def _group_expressions(
         else:
             out.append(e)
     return out
-
-
-def _group_key(e: exp.Expression, text: str) -> str:
-    inner = _strip_parens(e)
-    if isinstance(inner, exp.Column) and not inner.args.get("db") and not inner.is_star:
-        return inner.name
-    if inner.find(exp.AggFunc) is not None:
-        raise refuse("GROUP BY cannot contain an aggregate", e, text)
-    raise refuse(
-        "GROUP BY accepts column names (or output positions) only; to group by an "
-        "expression, ask the curator for a column holding it",
-        e,
-        text,
-    )
 
 
 def _parse_output(
@@ -575,28 +647,50 @@ def _parse_output(
 
 
 def _default_name(call: AggregateCall) -> str:
-    if call.column is None:
-        return call.kind.label
-    if call.kind is Quantile:
-        return f"quantile_{call.column}_{float(call.q or 0):g}".replace(".", "_")
-    return f"{call.kind.label}_{call.column}"
+    label = call.kind.label
+    if call.arg is None:
+        return label
+    if call.column is not None:
+        base = call.column
+    else:
+        names = [c.name for c in call.arg.find_all(exp.Column)]
+        base = "_".join(dict.fromkeys(names)) or "expr"
+    if issubclass(call.kind, Quantile) and call.kind.sql == Quantile.sql:
+        return f"quantile_{base}_{float(call.q or 0):g}".replace(".", "_")
+    return f"{label}_{base}"
 
 
-def _column_arg(node: exp.Expression | None, func: str, text: str) -> str:
-    if isinstance(node, exp.Column) and not node.is_star and not node.args.get("db"):
-        return node.name
-    raise refuse(
-        f"{func} takes a plain column (an expression cannot be bounded); "
-        "ask the curator for a column holding it",
-        node,
-        text,
-    )
+def _argument(node: exp.Expression | None, func: str, text: str) -> exp.Expression:
+    """An aggregate's argument: a column or a row expression, never ``*``.
+
+    Checked against the catalog later.
+    """
+    if (
+        node is None
+        or isinstance(node, exp.Star)
+        or (isinstance(node, exp.Column) and node.is_star)
+    ):
+        raise refuse(f"{func} needs a column or an expression, not *", node, text)
+    if isinstance(node, exp.Column) and node.args.get("db"):
+        raise refuse("qualify columns with a table name or alias only", node, text)
+    return node
 
 
 def _parse_aggregate(node: exp.Expression, text: str) -> AggregateCall | None:
     """The :class:`AggregateCall` of ``node``, None when it is no aggregate."""
-    if isinstance(node, exp.Filter | exp.WithinGroup):
-        raise refuse("FILTER and WITHIN GROUP on aggregates are not supported", node, text)
+    if isinstance(node, exp.WithinGroup):
+        raise refuse(
+            "WITHIN GROUP is not supported; write QUANTILE(col, q) or MEDIAN(col)", node, text
+        )
+    if isinstance(node, exp.Filter):
+        inner = node.this
+        where = node.expression
+        call = _parse_aggregate(inner, text)
+        if call is None or not isinstance(where, exp.Where):
+            raise refuse("FILTER (WHERE …) applies to an aggregate", node, text)
+        return AggregateCall(
+            call.kind, call.arg, call.q, call.population, call.position, filter=where.this
+        )
     kind = BY_SQL.get(type(node))
     if kind is None:
         if isinstance(node, exp.AggFunc) or (
@@ -621,24 +715,24 @@ def _parse_aggregate(node: exp.Expression, text: str) -> AggregateCall | None:
             cols = arg.expressions
             if len(cols) != 1:
                 raise refuse("COUNT(DISTINCT ...) takes one column", node, text)
-            col = _column_arg(cols[0], "COUNT(DISTINCT ...)", text)
+            col = _argument(cols[0], "COUNT(DISTINCT ...)", text)
             return AggregateCall(CountDistinct, col, position=position_of(cols[0], text))
-        col = _column_arg(arg, "COUNT", text)
+        col = _argument(arg, "COUNT", text)
         return AggregateCall(Count, col, position=position_of(arg, text))
     if issubclass(kind, Quantile) and kind.sql == Quantile.sql:
         arg_name = "quantile" if isinstance(node, exp.Quantile) else "expression"
         _no_extra_args(node, ("this", arg_name), text)
-        col = _column_arg(node.this, "QUANTILE", text)
+        col = _argument(node.this, "QUANTILE", text)
         q_lit = _quantile_literal(node.args.get(arg_name), text)
         return AggregateCall(kind, col, q=q_lit, position=position_of(node.this, text))
     _no_extra_args(node, ("this",), text)
     if isinstance(node.this, exp.Distinct):
         raise refuse(
-            f"{kind.label.upper()}(DISTINCT ...) is not supported; only COUNT(DISTINCT unit)",
+            f"{kind.label.upper()}(DISTINCT ...) is not supported; only COUNT(DISTINCT ...)",
             node,
             text,
         )
-    col = _column_arg(node.this, kind.label.upper(), text)
+    col = _argument(node.this, kind.label.upper(), text)
     q: Fraction | None = None
     if issubclass(kind, Quantile):
         q = kind.q

@@ -137,6 +137,7 @@ class DPPlan:
     Attributes:
         query: the validated query.
         keys: group-key columns.
+        key_domains: each key's public domain (None: private keys).
         public_domain: every output key tuple when all keys are public, else None.
         selection: partition selection when some key is private, else None.
         measures: the noisy measures.
@@ -151,6 +152,7 @@ class DPPlan:
 
     query: ValidatedQuery
     keys: tuple[Column, ...]
+    key_domains: tuple[tuple[object, ...] | None, ...]
     public_domain: tuple[tuple[object, ...], ...] | None
     selection: SelectionPlan | None
     measures: tuple[Measure, ...]
@@ -271,18 +273,18 @@ def make_plan(
         raise InvalidParameter("quantile_grid must be an integer")
     if not 2 <= quantile_grid <= 100_000:
         raise InvalidParameter("quantile_grid must be between 2 and 100000")
-    policy = query.table.policy
     keys = query.keys
-    public = all(k.name in policy.public_keys for k in keys)
+    key_domains = query.key_domains or tuple(None for _ in keys)
+    public = all(d is not None for d in key_domains)
     domain: tuple[tuple[object, ...], ...] | None = None
     if keys and public:
-        sizes = [len(policy.public_keys[k.name]) for k in keys]
+        sizes = [len(d or ()) for d in key_domains]
         if math.prod(sizes) > MAX_PUBLIC_PARTITIONS:
             raise UnsafeQuery(
                 f"the public key domain has {math.prod(sizes)} combinations (more than "
                 f"{MAX_PUBLIC_PARTITIONS}); group by fewer columns"
             )
-        domain = tuple(itertools.product(*(policy.public_keys[k.name] for k in keys)))
+        domain = tuple(itertools.product(*(d or () for d in key_domains)))
     if not keys:
         domain = ((),)
     m = 1 if not keys else query.max_groups
@@ -299,7 +301,9 @@ def make_plan(
                 "grouping by columns without declared public keys needs DP partition "
                 "selection, which costs a δ > 0: pass delta=... with an EpsilonDelta budget, "
                 "or ask the curator to declare public_keys for "
-                + ", ".join(repr(k.name) for k in keys if k.name not in policy.public_keys)
+                + ", ".join(
+                    repr(_key_label(k)) for k, d in zip(keys, key_domains, strict=True) if d is None
+                )
             )
     elif delta > 0:
         raise InvalidParameter(
@@ -349,6 +353,7 @@ def make_plan(
     plan = DPPlan(
         query=query,
         keys=keys,
+        key_domains=key_domains,
         public_domain=domain,
         selection=selection,
         measures=tuple(measures),
@@ -361,6 +366,12 @@ def make_plan(
     )
     check_loss(plan)
     return plan
+
+
+def _key_label(key: Column) -> str:
+    if key.expr is None:
+        return key.name
+    return key.name.removeprefix("key:")
 
 
 def _compose(

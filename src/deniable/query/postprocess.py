@@ -391,10 +391,19 @@ class _Evaluator:
         out: Array = vals.astype(np.int64) if integer and not np.isnan(vals).any() else vals
         if a.low is None or b.low is None or a.high is None or b.high is None:
             return Value(out, None, None, a.reason or b.reason)
+        if isinstance(node, exp.Mod | exp.IntDiv):
+            return Value(
+                out,
+                None,
+                None,
+                f"{'%' if isinstance(node, exp.Mod) else '//'} has no interval rule",
+            )
         lo, hi = _interval_op(node, a.low, a.high, b.low, b.high)
         if lo is None or hi is None:
             return Value(out, None, None, "the divisor's interval contains 0")
-        return Value(out, lo, hi)
+        if isinstance(node, exp.Div) and not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+            return Value(out, lo, hi, "unbounded (±inf) where the divisor's interval contains 0")
+        return Value(out, lo, hi, a.reason or b.reason)
 
     def unary(self, node: exp.Expression) -> Value:
         v = self.eval(node.this)

@@ -96,16 +96,23 @@ class QueryProgram:
         """The typed privacy events of the release; they compose to :attr:`loss`."""
         return self.plan.events
 
-    def statement(self, caps: Capabilities, relation: str, secrets: Secrets) -> CompiledQuery:
+    def statement(
+        self,
+        caps: Capabilities,
+        relation: str,
+        secrets: Secrets,
+        joined: Mapping[str, str] | None = None,
+    ) -> CompiledQuery:
         """The bounded-aggregation statement for an engine, with per-execution secrets.
 
         Args:
             caps: the engine's capabilities (its dialect).
-            relation: the engine's name for the table.
+            relation: the engine's name for the main table.
             secrets: keys of the pseudo-random row and partition orders (from the CSPRNG
                 at each execution; fixed ones only in tests).
+            joined: the engine's name of each joined table, by catalog name.
         """
-        return compile_plan(self.plan, caps, relation, secrets)
+        return compile_plan(self.plan, caps, relation, secrets, joined)
 
 
 def compile(query: str, catalog: Mapping[str, TableInfo], options: QueryOptions) -> QueryProgram:

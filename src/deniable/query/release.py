@@ -175,7 +175,9 @@ def release(
             releases.setdefault(meas.id, rel)
             picks[n] = int(rel.value)
         chosen[meas.id] = picks
-    measured = NoisyMeasures(noisy=noisy, releases=releases, chosen=chosen, size=len(keys))
+    measured = NoisyMeasures(
+        noisy=noisy, releases=releases, chosen=chosen, size=len(keys), level=plan.level
+    )
     columns: list[OutputColumn] = []
     released: list[Released] = []
     for agg in plan.aggregates:

@@ -1,4 +1,4 @@
-"""Bernoulli sampling of a table inside DuckDB, with a secret per-unit coin.
+"""Bernoulli sampling of a table inside the engine (DuckDB SQL), with a secret per-unit coin.
 
 Every privacy unit (a row, or all rows sharing the values of the ``by`` columns, e.g. a
 ``user_id``) is kept independently with probability ``β``; the amplification theorem of
@@ -53,14 +53,23 @@ from fractions import Fraction
 from types import TracebackType
 from typing import Any
 
-import duckdb
-
 from deniable.accounting.amplification import amplify_bernoulli, sampling_rate
 from deniable.accounting.filter import BudgetFilter
 from deniable.accounting.loss import Epsilon, EpsilonDelta, Number, PrivacyLoss
 from deniable.errors import InvalidParameter, SQLError
 from deniable.noise.source import RandomSource, resolve
 from deniable.sampling.account import SampleAccount
+from deniable.sqlnames import quote_identifier, quote_table
+from deniable.sqlrunner import SQLRunner, require_runner
+
+__all__ = [
+    "ROWID_IDENTITY",
+    "BernoulliFilter",
+    "SampledTable",
+    "identity_sql",
+    "quote_identifier",
+    "sample_table",
+]
 
 ROWID_IDENTITY = "(CAST(rowid AS VARCHAR) || '.')"
 """The identity of a base-table row: its ``rowid`` in decimal, terminated (prefix-free)."""
@@ -83,23 +92,6 @@ _INTEGER_TYPES = frozenset(
 _ROW_NUMBER = "__deniable_row_number"
 _names = itertools.count()
 _filters = itertools.count()
-
-
-def quote_identifier(name: str) -> str:
-    """Quote one SQL identifier for DuckDB.
-
-    Examples:
-        >>> quote_identifier('odd"name')
-        '"odd""name"'
-    """
-    if not isinstance(name, str) or not name:
-        raise InvalidParameter("identifiers must be non-empty strings")
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _quote_table(table: str) -> str:
-    """Quote a table name, optionally schema-qualified (``schema.table``)."""
-    return ".".join(quote_identifier(part) for part in table.split("."))
 
 
 def identity_sql(columns: Sequence[str], types: Mapping[str, str] | None = None) -> str:
@@ -185,34 +177,29 @@ class BernoulliFilter:
         return f"BernoulliFilter(rate={self.rate})"
 
 
-def _columns(con: duckdb.DuckDBPyConnection, table_sql: str) -> dict[str, str]:
-    """Column names and DuckDB type names of a table (reads no rows)."""
-    try:
-        desc = con.execute(f"SELECT * FROM {table_sql} LIMIT 0").description
-    except duckdb.Error as exc:
-        raise SQLError(f"cannot read table {table_sql}: {type(exc).__name__}") from None
-    return {str(d[0]): str(d[1]) for d in desc or ()}
+def _columns(runner: SQLRunner, table_sql: str) -> dict[str, str]:
+    """Column names and engine type names of a table (reads no rows)."""
+    columns = runner.columns(table_sql)
+    if columns is None:
+        raise SQLError(f"cannot read table {table_sql}")
+    return dict(columns)
 
 
-def _has_rowid(con: duckdb.DuckDBPyConnection, table_sql: str) -> bool:
-    try:
-        con.execute(f"SELECT rowid FROM {table_sql} LIMIT 0")
-    except duckdb.Error:
-        return False
-    return True
+def _has_rowid(runner: SQLRunner, table_sql: str) -> bool:
+    return runner.columns(f"(SELECT rowid FROM {table_sql})") is not None
 
 
 class SampledTable:
     """A materialised Bernoulli sample in the engine, which charges queries amplified losses.
 
-    Made by :func:`sample_table`. The sample is a temporary table (:attr:`name`) on the same
-    connection; its size is private (it reveals how many units were kept) and is therefore
-    not exposed. Use it as a context manager, or call :meth:`drop`, to remove it.
+    Made by :func:`sample_table`. The sample is a temporary table (:attr:`name`) in the same
+    engine session (``runner``); its size is private (it reveals how many units were kept)
+    and is therefore not exposed. Use it as a context manager, or call :meth:`drop`, to remove it.
     """
 
     def __init__(
         self,
-        con: duckdb.DuckDBPyConnection,
+        runner: SQLRunner,
         *,
         name: str,
         source_table: str,
@@ -220,7 +207,7 @@ class SampledTable:
         effective_rate: Fraction,
         by: tuple[str, ...] | None,
     ) -> None:
-        self._con = con
+        self._runner = runner
         self.name = name
         self.source_table = source_table
         self.rate = rate
@@ -236,15 +223,15 @@ class SampledTable:
         """The quoted name to use in SQL."""
         return quote_identifier(self.name)
 
-    def relation(self) -> duckdb.DuckDBPyRelation:
-        """The sample as a DuckDB relation (lazy: nothing is fetched)."""
+    def relation(self) -> Any:
+        """The engine's lazy handle on the sample (a DuckDB relation): nothing is fetched."""
         self._check_alive()
-        return self._con.table(self.name)
+        return self._runner.table(self.name)
 
     def drop(self) -> None:
         """Remove the sample from the engine (idempotent)."""
         if not self._dropped:
-            self._con.execute(f"DROP TABLE IF EXISTS {self.sql_name}")
+            self._runner.execute(f"DROP TABLE IF EXISTS {self.sql_name}")
             self._dropped = True
 
     def __enter__(self) -> SampledTable:
@@ -317,14 +304,14 @@ class SampledTable:
 
 
 def sample_table(
-    con: duckdb.DuckDBPyConnection,
+    runner: SQLRunner,
     table: str,
     *,
     rate: Number,
     by: Sequence[str] | None = None,
     source: RandomSource | None = None,
 ) -> SampledTable:
-    """Draw a Bernoulli(``rate``) sample of ``table`` in DuckDB and materialise it.
+    """Draw a Bernoulli(``rate``) sample of ``table`` in the engine and materialise it.
 
     Each privacy unit (row, or ``by`` value) is kept independently with probability ``rate``
     (exactly ``⌊β·2^256⌋/2^256``) using a fresh secret key from ``source``; see the module
@@ -335,7 +322,8 @@ def sample_table(
     :meth:`SampledTable.charge`.
 
     Args:
-        con: the DuckDB connection holding ``table``.
+        runner: the engine holding ``table`` (DuckDB SQL), e.g.
+            :class:`deniable.engines.duckdb.DuckDBRunner` around your connection.
         table: a table or view name, optionally ``schema.name``.
         rate: ``β ∈ (0, 1]``.
         by: columns identifying the privacy unit; None samples rows.
@@ -347,15 +335,17 @@ def sample_table(
 
     Examples:
         >>> import duckdb
+        >>> from deniable.engines.duckdb import DuckDBRunner
         >>> con = duckdb.connect()
         >>> _ = con.execute("CREATE TABLE people AS SELECT range AS id FROM range(1000)")
-        >>> with sample_table(con, "people", rate=0.5) as s:
+        >>> with sample_table(DuckDBRunner(con), "people", rate=0.5) as s:
         ...     s.amplify(Epsilon(epsilon=1)).epsilon < 1
         True
     """
+    runner = require_runner(runner)
     beta = sampling_rate(rate)
-    table_sql = _quote_table(table)
-    columns = _columns(con, table_sql)
+    table_sql = quote_table(table)
+    columns = _columns(runner, table_sql)
     src = resolve(source)
     flt = BernoulliFilter(rate=beta, source=src)
     name = f"deniable_sample_{next(_names)}_{src.words(1).tobytes().hex()[:8]}"
@@ -366,7 +356,7 @@ def sample_table(
             raise InvalidParameter(f"by: unknown column(s) {unknown} of {table}")
         where, params = flt.predicate(identity_sql(by_cols, columns))
         select = f"SELECT * FROM {table_sql} WHERE {where}"
-    elif _has_rowid(con, table_sql):
+    elif _has_rowid(runner, table_sql):
         by_cols = None
         where, params = flt.predicate(ROWID_IDENTITY)
         select = f"SELECT * FROM {table_sql} WHERE {where}"
@@ -380,7 +370,12 @@ def sample_table(
             f"SELECT * EXCLUDE ({rn}) FROM "
             f"(SELECT *, row_number() OVER () AS {rn} FROM {table_sql}) WHERE {where}"
         )
-    con.execute(f"CREATE TEMP TABLE {quote_identifier(name)} AS {select}", params)
+    runner.execute(f"CREATE TEMP TABLE {quote_identifier(name)} AS {select}", params)
     return SampledTable(
-        con, name=name, source_table=table, rate=beta, effective_rate=flt.effective_rate, by=by_cols
+        runner,
+        name=name,
+        source_table=table,
+        rate=beta,
+        effective_rate=flt.effective_rate,
+        by=by_cols,
     )

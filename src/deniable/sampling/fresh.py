@@ -20,14 +20,13 @@ from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import TypeVar
 
-import duckdb
-
 from deniable.accounting.amplification import amplify_bernoulli, sampling_rate
 from deniable.accounting.filter import BudgetFilter
 from deniable.accounting.loss import Epsilon, EpsilonDelta, Number
 from deniable.errors import InvalidParameter
 from deniable.noise.source import RandomSource, resolve
 from deniable.sampling.bernoulli import SampledTable, sample_table
+from deniable.sqlrunner import SQLRunner, require_runner
 
 T = TypeVar("T")
 
@@ -40,7 +39,8 @@ class FreshSampleReleases:
     refused or failed release costs nothing and nothing is returned uncharged.
 
     Args:
-        con: the DuckDB connection holding ``table``.
+        runner: the engine holding ``table`` (e.g. a
+            :class:`deniable.engines.duckdb.DuckDBRunner` around your connection).
         table: the table or view to sample.
         rate: ``β ∈ (0, 1]``.
         by: columns identifying the privacy unit (None: rows).
@@ -49,9 +49,10 @@ class FreshSampleReleases:
 
     Examples:
         >>> import duckdb
+        >>> from deniable.engines.duckdb import DuckDBRunner
         >>> con = duckdb.connect()
         >>> _ = con.execute("CREATE TABLE t AS SELECT range AS x FROM range(100)")
-        >>> releases = FreshSampleReleases(con, "t", rate=0.1)
+        >>> releases = FreshSampleReleases(DuckDBRunner(con), "t", rate=0.1)
         >>> for _ in range(3):
         ...     _ = releases.release(lambda s: None, loss=Epsilon(epsilon=1))
         >>> round(float(releases.total.epsilon), 4)  # 3 × ln(1 + 0.1(e − 1))
@@ -60,7 +61,7 @@ class FreshSampleReleases:
 
     def __init__(
         self,
-        con: duckdb.DuckDBPyConnection,
+        runner: SQLRunner,
         table: str,
         *,
         rate: Number,
@@ -68,7 +69,7 @@ class FreshSampleReleases:
         budget: BudgetFilter | None = None,
         source: RandomSource | None = None,
     ) -> None:
-        self._con = con
+        self._runner = require_runner(runner)
         self.table = table
         self.rate = sampling_rate(rate)
         self.by = None if by is None else ((by,) if isinstance(by, str) else tuple(by))
@@ -94,7 +95,7 @@ class FreshSampleReleases:
         if self.budget is not None and not self.budget.can_charge(cost):
             self.budget.charge(cost)  # raises BudgetExceeded naming what is left
         with sample_table(
-            self._con, self.table, rate=self.rate, by=self.by, source=self._source
+            self._runner, self.table, rate=self.rate, by=self.by, source=self._source
         ) as sample:
             sample.claim_exclusive()  # the sample serves this release only
             value = compute(sample)

@@ -1,4 +1,4 @@
-"""Bernoulli sampling of a DuckDB table from CSPRNG bits joined by position (the fastest way).
+"""Bernoulli sampling of an engine table from CSPRNG bits joined by position (the fastest way).
 
 Each row is kept independently with probability exactly ``β`` (the rational value of the
 float given), using :func:`deniable.noise.bernoulli` on the OS CSPRNG: the keep/drop bits are
@@ -16,26 +16,16 @@ on 10^7 rows is in BENCHMARKS.md, anonymization section: 1.85 s, 0.24x a GROUP B
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 
-from deniable.errors import InternalError
 from deniable.noise.bernoulli import bernoulli
 from deniable.noise.exact import RationalLike
 from deniable.noise.source import RandomSource
+from deniable.sqlrunner import SQLRunner, one_row, require_runner
 
 _BATCH = 1 << 22  # rows per batch of CSPRNG bits (32 MiB of words)
-
-
-def one_row(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[Any, ...]:
-    """Run a query that returns exactly one row and return it (the result is consumed)."""
-    rows = con.execute(sql).fetchall()
-    if len(rows) != 1:
-        raise InternalError(f"expected one row, got {len(rows)}")
-    return tuple(rows[0])
 
 
 def fresh_name(prefix: str) -> str:
@@ -44,7 +34,7 @@ def fresh_name(prefix: str) -> str:
 
 
 def bernoulli_sample(
-    con: duckdb.DuckDBPyConnection,
+    runner: SQLRunner,
     relation: str,
     columns: str,
     beta: RationalLike,
@@ -54,7 +44,8 @@ def bernoulli_sample(
     """Create a TEMP table holding a Bernoulli(β) sample of ``relation``; return its name.
 
     Args:
-        con: the DuckDB connection that can read ``relation``.
+        runner: the engine (DuckDB SQL: ``POSITIONAL JOIN``) that can read ``relation``;
+            e.g. :class:`deniable.engines.duckdb.DuckDBRunner` around a connection.
         relation: a quoted table/view name (or parenthesised subquery).
         columns: the SELECT list of the columns to keep (e.g. quoted names).
         beta: the exact sampling rate.
@@ -63,17 +54,18 @@ def bernoulli_sample(
     The sample is not a release: it must stay inside the trusted boundary and be used for
     one release only (LQS §2.6).
     """
-    n = int(one_row(con, f"SELECT COUNT(*) FROM {relation}")[0])
+    runner = require_runner(runner)
+    n = int(one_row(runner, f"SELECT COUNT(*) FROM {relation}")[0])
     parts = [bernoulli(beta, min(_BATCH, n - i), source=source) for i in range(0, n, _BATCH)]
     keep = np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
     mask_name = fresh_name("mask")
     out = fresh_name("sample")
-    con.register(mask_name, pa.table({"__keep": pa.array(keep)}))
+    runner.register(mask_name, pa.table({"__keep": pa.array(keep)}))
     try:
-        con.execute(
+        runner.execute(
             f"CREATE TEMP TABLE {out} AS SELECT {columns} FROM {relation} "
             f"POSITIONAL JOIN {mask_name} WHERE {mask_name}.__keep"
         )
     finally:
-        con.unregister(mask_name)
+        runner.unregister(mask_name)
     return out

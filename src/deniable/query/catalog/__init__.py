@@ -23,9 +23,13 @@ import enum
 import math
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sqlglot.expressions import Expression
 
 from deniable.errors import InvalidParameter
 
@@ -101,11 +105,19 @@ def kind_of(sql_type: str) -> ColumnKind:
 
 @dataclass(frozen=True, slots=True)
 class Column:
-    """One column of a registered table: its name, engine type and kind."""
+    """One column of a registered table (name, engine type, kind), or a derived one.
+
+    A derived column stands for a row expression computed by the engine (``expr``, a
+    sqlglot tree over the generated statement's table aliases): a joined table's column, a
+    column of a WITH table or subquery, an aggregate's argument, a grouping expression. Its
+    ``name`` is unique per expression (it names the value in the generated statement and in
+    caches), never shown to the analyst as a column of the table.
+    """
 
     name: str
     sql_type: str
     kind: ColumnKind
+    expr: Expression | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +198,14 @@ class TableInfo:
         version: an opaque data version (part of the answer cache's key).
         sample_rate: when queries run on a Bernoulli sample of the table's privacy units,
             its rate ``β`` (they are then charged the amplified loss); None otherwise.
+        public: a public table (a lookup table whose content is public, e.g. regions of
+            states): private tables may join it; it is never queried on its own.
+        unique_keys: the column sets whose values are unique (and never NULL) in a public
+            table: a join that equates one of them matches at most one public row, so it
+            never multiplies a private row.
+        domains: each column's distinct values in a public table (public; used as the
+            domain of group keys taken from it), for columns with at most
+            ``MAX_PUBLIC_KEYS`` distinct values.
     """
 
     name: str
@@ -193,6 +213,9 @@ class TableInfo:
     policy: TablePolicy
     version: str
     sample_rate: Fraction | None = None
+    public: bool = False
+    unique_keys: tuple[tuple[str, ...], ...] = ()
+    domains: Mapping[str, tuple[object, ...]] = field(default_factory=dict)
 
     def lookup(self, name: str) -> Column | None:
         """Find a column by exact name, else by a unique case-insensitive match."""

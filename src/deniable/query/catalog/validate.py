@@ -4,24 +4,43 @@ Every decision here depends only on the query text, the analyst's options and th
 declared metadata (:mod:`deniable.query.catalog`): no row is read, so whether a query is
 refused can never depend on the data (a refusal releases nothing and costs nothing).
 
-The row predicate (``WHERE``) is checked against a whitelist of node types — comparisons,
-``AND``/``OR``/``NOT``, arithmetic, ``IN`` over literal lists, ``BETWEEN``, ``LIKE``,
-``IS [NOT] NULL`` and a few scalar functions — and re-rendered later from this AST, never from
-the analyst's text. Columns are replaced by quoted identifiers of the catalog's spelling.
+**The source.** ``FROM`` resolves to one private table (the *main* table, aliased ``__t`` in
+the generated statement), optionally joined with
+
+* public tables (declared with a unique key): the join must equate every column of the
+  public table's unique key, so that a private row matches at most one public row and the
+  join never multiplies it;
+* other private tables sharing the privacy unit, joined on it (``a.unit = b.unit``): the
+  joined rows of one person stay that person's, and contribution bounding applies to them
+  after the join (with the main table's ``max_groups``/``max_rows``).
+
+``WITH`` tables and subqueries in ``FROM`` that filter and project rows are flattened into
+the same source: their ``WHERE`` joins the row predicate and their output columns stand for
+the row expressions that define them. A subquery that aggregates, groups, sorts, limits or
+deduplicates is refused.
+
+**Row expressions** (:mod:`deniable.query.rowexpr`) are checked against a whitelist and
+re-rendered later from trees qualified with the generated statement's aliases, never from
+the analyst's text. An aggregate's argument that is not a plain column of the main table
+becomes a derived :class:`~deniable.query.catalog.Column` with bounds derived by interval
+arithmetic (or given per query); a grouping expression gets a public domain where one
+follows from the declarations, else its keys go through partition selection.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
+import numpy as np
 from sqlglot import exp
 
 from deniable.errors import InvalidParameter, SQLError, UnsafeQuery
-from deniable.query import postprocess
+from deniable.query import postprocess, rowexpr
 from deniable.query.aggregates import Aggregate, CountDistinct, Quantile, Variance
 from deniable.query.catalog import (
+    MAX_PUBLIC_KEYS,
     MAX_ROWS,
     Bounds,
     Column,
@@ -36,78 +55,34 @@ from deniable.query.parse import (
     ParsedQuery,
     Position,
     aggregate_index,
+    normalize,
     position_of,
     refuse,
     refuse_at,
 )
-
-# Node types a WHERE clause may contain (their arguments are checked recursively).
-_WHERE_NODES: tuple[type[exp.Expression], ...] = (
-    exp.Column,
-    exp.Identifier,
-    exp.Literal,
-    exp.Boolean,
-    exp.Null,
-    exp.Paren,
-    exp.Neg,
-    exp.Not,
-    exp.And,
-    exp.Or,
-    exp.EQ,
-    exp.NEQ,
-    exp.GT,
-    exp.GTE,
-    exp.LT,
-    exp.LTE,
-    exp.NullSafeEQ,
-    exp.NullSafeNEQ,
-    exp.Is,
-    exp.In,
-    exp.Between,
-    exp.Like,
-    exp.ILike,
-    exp.Add,
-    exp.Sub,
-    exp.Mul,
-    exp.Div,
-    exp.Mod,
-    exp.IntDiv,
-    exp.Abs,
-    exp.Lower,
-    exp.Upper,
-    exp.Length,
-    exp.Year,
-    exp.Month,
-    exp.Day,
-    exp.Round,
-    exp.Floor,
-    exp.Ceil,
-    exp.Coalesce,
-    exp.Cast,
-    exp.TryCast,
-    exp.DataType,
-)
-_CAST_TARGETS = {
-    exp.DataType.Type.BIGINT,
-    exp.DataType.Type.INT,
-    exp.DataType.Type.SMALLINT,
-    exp.DataType.Type.DOUBLE,
-    exp.DataType.Type.FLOAT,
-    exp.DataType.Type.DECIMAL,
-    exp.DataType.Type.VARCHAR,
-    exp.DataType.Type.TEXT,
-    exp.DataType.Type.DATE,
-    exp.DataType.Type.TIMESTAMP,
-    exp.DataType.Type.BOOLEAN,
-}
-_WHERE_HELP = (
-    "WHERE may use columns, literals, comparisons, AND/OR/NOT, + - * / %, IN (literal list), "
-    "BETWEEN, LIKE, IS [NOT] NULL, CAST and the functions ABS, LOWER, UPPER, LENGTH, YEAR, "
-    "MONTH, DAY, ROUND, FLOOR, CEIL, COALESCE"
-)
+from deniable.sqlnames import identifier
 
 KEY_PREFIX = "__key"
 """Name prefix of the placeholder columns that stand for group keys after binding."""
+MAIN_ALIAS = "__t"
+"""Alias of the main private table in the generated statement."""
+
+
+@dataclass(frozen=True, slots=True)
+class JoinSpec:
+    """One table joined to the main table.
+
+    Attributes:
+        table: the joined table's catalog entry.
+        alias: its alias in the generated statement (``__j1``, ``__j2``, …).
+        kind: ``INNER`` or ``LEFT`` (main rows kept).
+        on: the join condition over qualified columns.
+    """
+
+    table: TableInfo
+    alias: str
+    kind: str
+    on: exp.Expression
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,20 +108,23 @@ class ValidatedQuery:
 
     Attributes:
         parsed: the parsed query.
-        table: the table's catalog entry.
-        keys: the GROUP BY columns, in order (``__key<j>`` is ``keys[j]``).
+        table: the main (private) table's catalog entry.
+        keys: the GROUP BY columns (catalog or derived), in order (``__key<j>`` is
+            ``keys[j]``).
+        key_domains: each key's public domain, or None when its keys are private.
         aggregates: the distinct aggregates, each with its name (``__agg<i>`` is
             ``aggregates[i]``); a name is the output's when the output is exactly that
             aggregate, else a default such as ``sum_age``.
         outputs: the output columns, in order.
-        where: the row predicate rewritten over quoted catalog column names (with HAVING's
-            conditions on group keys moved in), or None.
+        where: the row predicate over qualified columns (with the predicates of WITH tables
+            and subqueries, and HAVING's conditions on group keys), or None.
         having: the post-processing filter over released values, or None.
         order_by: post-processing sort: (bound expression, descending).
         limit: post-processing limit.
         offset: post-processing offset.
         max_groups: per-unit partition cap used (query option or policy).
         max_rows: per-unit, per-partition row cap used.
+        joins: the tables joined to the main table.
     """
 
     parsed: ParsedQuery
@@ -161,6 +139,8 @@ class ValidatedQuery:
     offset: int | None
     max_groups: int
     max_rows: int
+    key_domains: tuple[tuple[object, ...] | None, ...] = ()
+    joins: tuple[JoinSpec, ...] = ()
 
 
 def _sql_error(message: str, pos: Position | None) -> SQLError:
@@ -187,47 +167,423 @@ def resolve_table(catalog: Mapping[str, TableInfo], name: str) -> TableInfo:
 
 @dataclass(frozen=True)
 class _Options:
-    max_groups: int
-    max_rows: int
-    bounds: Mapping[str, Bounds]
+    max_groups: int | None
+    max_rows: int | None
+    bounds: Mapping[str, tuple[object, object]]
 
 
 def _options(
-    table: TableInfo,
     bounds: Mapping[str, object] | None,
     max_groups: int | None,
     max_rows: int | None,
 ) -> _Options:
-    policy = table.policy
-    m, r = policy.max_groups, policy.max_rows
-    if policy.privacy_unit is None and (max_groups not in (None, 1) or max_rows not in (None, 1)):
-        raise InvalidParameter(
-            f"table {table.name!r} has row-level privacy: max_groups and max_rows are 1"
-        )
-    if max_groups is not None:
-        if isinstance(max_groups, bool) or not isinstance(max_groups, int) or max_groups < 1:
-            raise InvalidParameter("max_groups must be a positive integer")
-        m = max_groups
+    if max_groups is not None and (
+        isinstance(max_groups, bool) or not isinstance(max_groups, int) or max_groups < 1
+    ):
+        raise InvalidParameter("max_groups must be a positive integer")
     if max_rows is not None:
         if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
             raise InvalidParameter("max_rows must be a positive integer")
         if max_rows > MAX_ROWS:
             raise InvalidParameter(f"max_rows must be at most {MAX_ROWS}")
-        r = max_rows
     if bounds is not None and not isinstance(bounds, Mapping):
-        raise InvalidParameter("bounds must map column names to (lower, upper) pairs")
-    override: dict[str, Bounds] = {}
+        raise InvalidParameter("bounds must map column or output names to (lower, upper) pairs")
+    pairs: dict[str, tuple[object, object]] = {}
     for name, pair in (bounds or {}).items():
-        col = table.lookup(str(name))
-        if col is None:
-            raise InvalidParameter(f"bounds given for unknown column {name!r}")
+        make_bounds(pair, str(name))  # shape and values checked now, resolved below
+        assert isinstance(pair, tuple | list)
+        pairs[str(name)] = (pair[0], pair[1])
+    return _Options(max_groups, max_rows, pairs)
+
+
+@dataclass
+class _Name:
+    """What a visible column name stands for."""
+
+    expr: exp.Expression  # qualified tree over base columns
+    kind: ColumnKind
+    bounds: Bounds | None
+    domain: tuple[object, ...] | None
+    label: str
+    base: Column | None = None  # the catalog column when this is a main-table column
+    unit: bool = False  # the main table's privacy unit
+
+
+@dataclass
+class _Scope:
+    """Names visible in one SELECT: relation alias → column name → :class:`_Name`."""
+
+    relations: dict[str, dict[str, _Name]] = field(default_factory=dict)
+
+    def lookup(self, col: exp.Column) -> _Name | None:
+        name = col.name.lower()
+        if col.table:
+            rel = self.relations.get(col.table.lower())
+            if rel is None:
+                raise SQLError(f"unknown table or alias {col.table!r}")
+            return rel.get(name)
+        hits = [rel[name] for rel in self.relations.values() if name in rel]
+        if len(hits) > 1 and any(h.expr != hits[0].expr for h in hits[1:]):
+            raise SQLError(f"column {col.name!r} is ambiguous; qualify it with a table alias")
+        return hits[0] if hits else None
+
+
+class _Binder:
+    """Resolves the FROM clause (tables, joins, WITH, subqueries) into one source."""
+
+    def __init__(
+        self,
+        parsed: ParsedQuery,
+        catalog: Mapping[str, TableInfo],
+        opts: _Options,
+    ) -> None:
+        self.parsed = parsed
+        self.catalog = catalog
+        self.opts = opts
+        self.text = parsed.text
+        self.ctes = {name.lower(): body for name, body in parsed.ctes}
+        self.main: TableInfo | None = None
+        self.joins: list[JoinSpec] = []
+        self.predicates: list[exp.Expression] = []
+        self.used_bounds: set[str] = set()
+
+    def refuse(self, message: str, node: object = None) -> UnsafeQuery:
+        return refuse(message, node, self.text)
+
+    # -- sources -----------------------------------------------------------------------
+
+    def scope_of(
+        self, source: exp.Expression, joins: tuple[exp.Join, ...] | list[exp.Join]
+    ) -> _Scope:
+        scope = _Scope()
+        pending: list[tuple[exp.Join, TableInfo, str]] = []
+        self.add_relation(scope, source, None, pending)
+        for join in joins:
+            self.check_join_shape(join)
+            self.add_relation(scope, join.this, join, pending)
+        for join, table, alias in pending:
+            self.add_join(scope, join, table, alias)
+        return scope
+
+    def check_join_shape(self, join: exp.Join) -> None:
+        side = (join.args.get("side") or "").upper()
+        kind = (join.args.get("kind") or "").upper()
+        if kind in ("CROSS", "SEMI", "ANTI", "ASOF") or side in ("RIGHT", "FULL"):
+            raise self.refuse(
+                f"{(side or kind)} JOIN is not supported; join a public table on its unique "
+                "key, or another private table on the privacy unit (INNER or LEFT JOIN)",
+                join,
+            )
+        if join.args.get("on") is None and not join.args.get("using"):
+            raise self.refuse(
+                "a join needs ON: a cross join would pair every private row with every other",
+                join,
+            )
+
+    def add_relation(
+        self,
+        scope: _Scope,
+        item: exp.Expression,
+        join: exp.Join | None,
+        pending: list[tuple[exp.Join, TableInfo, str]],
+    ) -> None:
+        if isinstance(item, exp.Subquery):
+            body = item.this
+            assert isinstance(body, exp.Select)
+            alias = item.alias
+            if not alias:
+                raise self.refuse("a subquery in FROM needs an alias", item)
+            if join is not None:
+                raise self.refuse(
+                    "joining a subquery is not supported; join the table itself", item
+                )
+            scope.relations[alias.lower()] = self.derived(body, alias)
+            return
+        if not isinstance(item, exp.Table) or not isinstance(item.this, exp.Identifier):
+            raise self.refuse("FROM and JOIN take registered tables or subqueries", item)
+        for arg, value in item.args.items():
+            if arg not in ("this", "alias") and value:
+                raise self.refuse(f"table {item.name} has an unsupported modifier ({arg})", item)
+        name = item.name
+        alias = item.alias or name
+        if name.lower() in self.ctes and not item.args.get("db"):
+            if join is not None:
+                raise self.refuse("joining a WITH table is not supported; join the table", item)
+            scope.relations[alias.lower()] = self.derived(self.ctes[name.lower()], alias)
+            return
+        table = resolve_table(self.catalog, name)
+        if table.public:
+            if join is None and self.main is None and not self.parsed.joins:
+                raise self.refuse(
+                    f"{table.name!r} is a public table: query a private table and join it",
+                    item,
+                )
+            internal = f"__j{len(self.joins) + len(pending) + 1}"
+        elif self.main is None and join is None:
+            self.main = table
+            internal = MAIN_ALIAS
+        elif self.main is None:
+            raise self.refuse("the first table of FROM must be private or joined to one", item)
+        else:
+            if table.policy.privacy_unit is None or self.main.policy.privacy_unit is None:
+                raise self.refuse(
+                    "two private tables can be joined only on a shared privacy unit; "
+                    f"{table.name!r} or {self.main.name!r} has none",
+                    item,
+                )
+            internal = f"__j{len(self.joins) + len(pending) + 1}"
+        scope.relations[alias.lower()] = self.columns_of(table, internal)
+        if join is not None:
+            pending.append((join, table, internal))
+        elif table.public:
+            raise self.refuse("a public table must be joined to a private one", item)
+
+    def columns_of(self, table: TableInfo, alias: str) -> dict[str, _Name]:
+        out: dict[str, _Name] = {}
+        main = alias == MAIN_ALIAS
+        policy = table.policy
+        for col in table.columns:
+            bounds = policy.bounds.get(col.name)
+            if main and col.name in self.opts.bounds:
+                bounds = self.override(col, self.opts.bounds[col.name])
+                self.used_bounds.add(col.name)
+            elif not main and f"{table.name}.{col.name}" in self.opts.bounds:
+                key = f"{table.name}.{col.name}"
+                bounds = self.override(col, self.opts.bounds[key])
+                self.used_bounds.add(key)
+            domain = (
+                table.domains.get(col.name) if table.public else policy.public_keys.get(col.name)
+            )
+            if table.public and bounds is None and col.kind.numeric and domain:
+                numbers = [v for v in domain if isinstance(v, int | float) and v == v]
+                if len(numbers) >= 2 and min(numbers) < max(numbers):
+                    bounds = make_bounds((min(numbers), max(numbers)), col.name)
+            out[col.name.lower()] = _Name(
+                expr=exp.Column(this=identifier(col.name), table=exp.to_identifier(alias)),
+                kind=col.kind,
+                bounds=bounds,
+                domain=domain,
+                label=col.name if main else f"{table.name}.{col.name}",
+                base=col if main else None,
+                unit=main and col.name == policy.privacy_unit,
+            )
+        return out
+
+    def override(self, col: Column, pair: tuple[object, object]) -> Bounds:
         if not col.kind.numeric:
             raise InvalidParameter(f"bounds given for non-numeric column {col.name!r}")
-        given = make_bounds(pair, col.name)
-        override[col.name] = (
-            integer_bounds(given, col.name) if col.kind is ColumnKind.INTEGER else given
-        )
-    return _Options(m, r, override)
+        b = make_bounds(pair, col.name)
+        return integer_bounds(b, col.name) if col.kind is ColumnKind.INTEGER else b
+
+    def add_join(self, scope: _Scope, join: exp.Join, table: TableInfo, alias: str) -> None:
+        assert self.main is not None
+        condition = join.args.get("on")
+        if condition is None:  # USING (a, b): the same names on both sides
+            written = join.this.alias_or_name
+            others = [a for a in scope.relations if a != written.lower()]
+            parts: list[exp.Expression] = []
+            for ident in join.args["using"]:
+                left = next((a for a in others if ident.name.lower() in scope.relations[a]), None)
+                if left is None:
+                    raise self.refuse(
+                        f"USING ({ident.name}) names no column of the left side", join
+                    )
+                parts.append(
+                    exp.EQ(
+                        this=exp.column(ident.name, table=left),
+                        expression=exp.column(ident.name, table=written),
+                    )
+                )
+            condition = parts[0]
+            for p in parts[1:]:
+                condition = exp.And(this=condition, expression=p)
+        on = self.qualify(condition, scope, "the join condition", check=True)
+        conjuncts = list(on.flatten()) if isinstance(on, exp.And) else [on]
+        equalities = [(c.this, c.expression) for c in conjuncts if isinstance(c, exp.EQ)]
+
+        def is_col(e: exp.Expression, tbl: str, name: str) -> bool:
+            return isinstance(e, exp.Column) and e.table == tbl and e.name.lower() == name.lower()
+
+        side = (join.args.get("side") or "").upper()
+        kind = "LEFT" if side == "LEFT" else "INNER"
+        if table.public:
+
+            def equated(key: str) -> bool:
+                return any(
+                    (is_col(a, alias, key) and alias not in _tables(b))
+                    or (is_col(b, alias, key) and alias not in _tables(a))
+                    for a, b in equalities
+                )
+
+            if not any(all(equated(k) for k in key) for key in table.unique_keys):
+                keys = " or ".join("(" + ", ".join(k) + ")" for k in table.unique_keys)
+                raise self.refuse(
+                    f"a join with public table {table.name!r} must equate one of its unique "
+                    f"keys ({keys or 'none declared'}) with values of the private row, so that "
+                    "each private row matches at most one public row",
+                    join,
+                )
+        else:
+            if table.sample_rate is not None or self.main.sample_rate is not None:
+                raise self.refuse(
+                    "a table answered on a Bernoulli sample cannot be joined with another "
+                    "private table: the sample's amplification covers its own rows only",
+                    join,
+                )
+            unit_a = self.main.policy.privacy_unit
+            unit_b = table.policy.privacy_unit
+            assert unit_a is not None and unit_b is not None
+            if not any(
+                (is_col(a, MAIN_ALIAS, unit_a) and is_col(b, alias, unit_b))
+                or (is_col(b, MAIN_ALIAS, unit_a) and is_col(a, alias, unit_b))
+                for a, b in equalities
+            ):
+                raise self.refuse(
+                    f"two private tables can be joined only on their privacy unit "
+                    f"({self.main.name}.{unit_a} = {table.name}.{unit_b}): any other join "
+                    "would mix the rows of different people",
+                    join,
+                )
+        self.joins.append(JoinSpec(table, alias, kind, on))
+
+    def derived(self, body: exp.Select, alias: str) -> dict[str, _Name]:
+        """Flatten a WITH table or subquery that filters and projects rows."""
+        for clause in ("group", "having", "order", "limit", "offset", "distinct", "qualify"):
+            if body.args.get(clause):
+                raise self.refuse(
+                    f"the subquery {alias!r} aggregates, groups, sorts or limits rows "
+                    f"({clause.upper()}); only filtering and projecting subqueries are "
+                    "supported: move the aggregate to the outer query",
+                    body.args[clause],
+                )
+        if body.find(exp.AggFunc) is not None:
+            raise self.refuse(
+                f"the subquery {alias!r} aggregates; only filtering and projecting subqueries "
+                "are supported: move the aggregate to the outer query",
+                body.find(exp.AggFunc),
+            )
+        src = body.args.get("from_")
+        if not isinstance(src, exp.From):
+            raise self.refuse(f"the subquery {alias!r} needs FROM", body)
+        inner = self.scope_of(src.this, list(body.args.get("joins") or []))
+        where = body.args.get("where")
+        if isinstance(where, exp.Where):
+            self.predicates.append(self.qualify(where.this, inner, "WHERE", check=True))
+        out: dict[str, _Name] = {}
+        for item in body.expressions:
+            if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and item.is_star):
+                star_table = item.table if isinstance(item, exp.Column) else ""
+                for rel_alias, rel in inner.relations.items():
+                    if star_table and rel_alias != star_table.lower():
+                        continue
+                    for key, name in rel.items():
+                        out.setdefault(key, name)
+                continue
+            name = item.alias_or_name
+            expr = item.this if isinstance(item, exp.Alias) else item
+            if not name:
+                raise self.refuse(f"give every column of subquery {alias!r} a name (AS)", item)
+            plain = _strip(expr)
+            if isinstance(plain, exp.Column):
+                found = inner.lookup(plain)
+                if found is None:
+                    raise _sql_error(
+                        f"unknown column {plain.name!r} in subquery {alias!r}",
+                        position_of(plain, self.text),
+                    )
+                out[name.lower()] = found
+                continue
+            q = self.qualify(expr, inner, f"column {name!r} of {alias!r}", check=True)
+            kind, bounds = self.kind_and_bounds(expr, inner, name)
+            out[name.lower()] = _Name(q, kind, bounds, None, name)
+        return out
+
+    def kind_and_bounds(
+        self, expr: exp.Expression, scope: _Scope, name: str
+    ) -> tuple[ColumnKind, Bounds | None]:
+        """The kind of a projected expression, and its bounds when they follow."""
+        try:
+            derived = rowexpr.value_bounds(
+                expr, lambda c: self.leaf(c, scope), lambda m, n: UnsafeQuery(m), what=name
+            )
+        except UnsafeQuery:
+            return _guess_kind(expr, scope), None
+        return derived.kind, derived.bounds
+
+    # -- expressions -------------------------------------------------------------------
+
+    def leaf(self, col: exp.Column, scope: _Scope) -> rowexpr.Leaf:
+        found = self.name(col, scope)
+        return rowexpr.Leaf(found.kind, found.bounds, found.label)
+
+    def name(self, col: exp.Column, scope: _Scope) -> _Name:
+        if col.is_star:
+            raise self.refuse("* is not allowed here", col)
+        if col.args.get("db") or col.args.get("catalog"):
+            raise self.refuse("qualify columns with a table name or alias only", col)
+        try:
+            found = scope.lookup(col)
+        except SQLError as e:
+            raise _sql_error(str(e), position_of(col, self.text)) from None
+        if found is None:
+            single = self.main is not None and len(scope.relations) == 1
+            where = f" in table {self.main.name!r}" if single and self.main else ""
+            raise _sql_error(f"unknown column {col.name!r}{where}", position_of(col, self.text))
+        return found
+
+    def qualify(
+        self, node: exp.Expression, scope: _Scope, what: str, *, check: bool
+    ) -> exp.Expression:
+        """``node`` over qualified base columns (names of WITH tables substituted)."""
+        if check:
+            rowexpr.check_row(node, what, self.refuse)
+
+        def visit(n: exp.Expression) -> exp.Expression:
+            if isinstance(n, exp.Column):
+                found = self.name(n, scope)
+                return _paren_if_needed(found.expr.copy())
+            return n
+
+        out = node.copy().transform(visit)
+        assert isinstance(out, exp.Expression)
+        return rowexpr.total_casts(out)
+
+
+def _paren_if_needed(e: exp.Expression) -> exp.Expression:
+    return e if isinstance(e, exp.Column | exp.Literal | exp.Paren) else exp.Paren(this=e)
+
+
+def _strip(node: exp.Expression) -> exp.Expression:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node
+
+
+def _tables(node: exp.Expression) -> set[str]:
+    return {c.table for c in node.find_all(exp.Column)}
+
+
+def _guess_kind(expr: exp.Expression, scope: _Scope) -> ColumnKind:
+    e = _strip(expr)
+    if isinstance(e, exp.Literal):
+        return ColumnKind.TEXT if e.is_string else ColumnKind.REAL
+    if isinstance(e, exp.Substring | exp.Lower | exp.Upper | exp.Concat | exp.DPipe | exp.Trim):
+        return ColumnKind.TEXT
+    if isinstance(e, exp.DateTrunc | exp.TimestampTrunc):
+        return ColumnKind.TEMPORAL
+    if isinstance(e, exp.Case | exp.If):
+        values = rowexpr.literal_domain(e)
+        if values and all(isinstance(v, str) for v in values if v is not None):
+            return ColumnKind.TEXT
+    if isinstance(e, exp.Cast | exp.TryCast):
+        to = e.args["to"].this
+        if to in exp.DataType.TEXT_TYPES:
+            return ColumnKind.TEXT
+        if to in exp.DataType.INTEGER_TYPES:
+            return ColumnKind.INTEGER
+    if isinstance(e, exp.Predicate | exp.Not | exp.And | exp.Or):
+        return ColumnKind.BOOLEAN
+    return ColumnKind.REAL
 
 
 def validate(
@@ -243,7 +599,9 @@ def validate(
     Args:
         parsed: output of :func:`deniable.query.parse.parse`.
         catalog: registered tables by name.
-        bounds: per-column clamping bounds overriding the curator's (public choices).
+        bounds: clamping bounds overriding the curator's (public choices): by column name
+            of the main table, ``table.column`` of a joined one, or by an aggregate's output
+            name for an aggregate of a row expression.
         max_groups: per-unit partition cap overriding the policy's.
         max_rows: per-unit, per-partition row cap overriding the policy's.
 
@@ -252,36 +610,54 @@ def validate(
         UnsafeQuery: a construct that would release rows or unbounded values.
         InvalidParameter: malformed options.
     """
-    table = resolve_table(catalog, parsed.table)
-    policy = table.policy
+    opts = _options(bounds, max_groups, max_rows)
+    binder = _Binder(parsed, catalog, opts)
     text = parsed.text
-    qualifiers = {table.name.lower()} | ({parsed.alias.lower()} if parsed.alias else set())
-
-    def column(name: str, pos: Position | None) -> Column:
-        col = table.lookup(name)
-        if col is None:
-            raise _sql_error(f"unknown column {name!r} in table {table.name!r}", pos)
-        return col
-
+    scope = binder.scope_of(parsed.source, list(parsed.joins))
+    table = binder.main
+    if table is None:
+        raise refuse("the query reads no private table")
+    policy = table.policy
     # Options first: they are public and checked before anything else.
-    opts = _options(table, bounds, max_groups, max_rows)
+    m, r = policy.max_groups, policy.max_rows
+    if policy.privacy_unit is None and (max_groups not in (None, 1) or max_rows not in (None, 1)):
+        raise InvalidParameter(
+            f"table {table.name!r} has row-level privacy: max_groups and max_rows are 1"
+        )
+    m = opts.max_groups or m
+    r = opts.max_rows or r
+    names_by_output = {o.name.lower(): o for o in parsed.outputs}
 
+    # -- group keys ----------------------------------------------------------------------
     keys: list[Column] = []
+    domains: list[tuple[object, ...] | None] = []
+    key_trees: list[exp.Expression] = []
     for g in parsed.group_by:
-        col = column(g, None)
-        if col.name == policy.privacy_unit:
-            raise UnsafeQuery(
-                f"grouping by the privacy unit {col.name!r} would release one group per "
-                "person; group by another column"
-            )
-        if col in keys:
-            raise UnsafeQuery(f"GROUP BY lists {col.name!r} twice")
-        if col.kind is ColumnKind.OTHER:
-            raise UnsafeQuery(f"cannot group by {col.name!r} of type {col.sql_type}")
-        keys.append(col)
+        g_expr = g
+        plain = _strip(g)
+        if (
+            isinstance(plain, exp.Column)
+            and not plain.table
+            and plain.name.lower() in names_by_output
+            and scope.lookup(plain) is None
+        ):
+            g_expr = names_by_output[plain.name.lower()].expr  # GROUP BY an output alias
+            if aggregate_index(g_expr) is not None or any(
+                c.name.startswith(AGG_PREFIX) for c in g_expr.find_all(exp.Column)
+            ):
+                raise refuse("GROUP BY cannot name an aggregate output", g, text)
+        key, domain, tree = _bind_key(binder, scope, g_expr, policy.privacy_unit)
+        if tree in key_trees:
+            raise UnsafeQuery(f"GROUP BY lists {g.sql(dialect='duckdb')!r} twice")
+        keys.append(key)
+        domains.append(domain)
+        key_trees.append(tree)
 
-    resolved = [_resolve_aggregate(call, table, opts, column) for call in parsed.aggregates]
-    # Calls that resolve to the same aggregate are planned (and paid for) once.
+    # -- aggregates ----------------------------------------------------------------------
+    resolved = [
+        _resolve_aggregate(call, binder, scope, parsed, names_by_output)
+        for call in parsed.aggregates
+    ]
     index: dict[tuple[object, ...], int] = {}
     remap: dict[int, int] = {}
     distinct: list[Aggregate] = []
@@ -290,44 +666,69 @@ def validate(
         if j == len(distinct):
             distinct.append(agg)
         remap[i] = j
+    unused = set(opts.bounds) - binder.used_bounds
+    if unused:
+        raise InvalidParameter(
+            f"bounds given for {', '.join(sorted(map(repr, unused)))}, which names no column of "
+            f"{table.name!r} nor an aggregate output of this query"
+        )
 
     def bind(node: exp.Expression, what: str) -> exp.Expression:
-        def visit(n: exp.Expression) -> exp.Expression:
-            if not isinstance(n, exp.Column):
-                return n
-            if n.name.startswith(AGG_PREFIX) and not n.table:
-                return exp.column(f"{AGG_PREFIX}{remap[int(n.name[len(AGG_PREFIX) :])]}")
-            qual = n.table
-            if qual and qual.lower() not in qualifiers:
-                raise _sql_error(f"unknown table or alias {qual!r} in {what}", position_of(n, text))
-            col = table.lookup(n.name)
-            if col is None:
-                raise _sql_error(
-                    f"unknown column {n.name!r} in {what} (table {table.name!r})",
-                    position_of(n, text),
-                )
-            if col not in keys:
-                raise refuse_at(
-                    f"{what} uses the column {col.name!r}, which is neither a GROUP BY key nor "
-                    "inside an aggregate; add it to GROUP BY or wrap it in an aggregate",
-                    position_of(n, text),
-                )
-            return exp.column(f"{KEY_PREFIX}{keys.index(col)}")
+        """Post-processing tree: keys → ``__key<j>``, aggregates → distinct ``__agg<i>``."""
 
-        bound = node.copy().transform(visit, copy=False)
+        def visit(n: exp.Expression) -> exp.Expression:
+            if isinstance(n, exp.Column) and n.name.startswith(AGG_PREFIX) and not n.table:
+                return exp.column(f"{AGG_PREFIX}{remap[int(n.name[len(AGG_PREFIX) :])]}")
+            if isinstance(n, exp.Literal | exp.Boolean | exp.Null | exp.DataType):
+                return n
+            if any(c.name.startswith(AGG_PREFIX) and not c.table for c in n.find_all(exp.Column)):
+                return n  # holds an aggregate: descend
+            if not isinstance(n, exp.Column) and n.find(exp.Column) is None:
+                return n
+            try:
+                tree = _strip(binder.qualify(n, scope, what, check=False))
+            except (SQLError, UnsafeQuery):
+                if isinstance(n, exp.Column):
+                    raise
+                return n
+            if tree in key_trees:
+                return exp.column(f"{KEY_PREFIX}{key_trees.index(tree)}")
+            if isinstance(n, exp.Column):
+                found = binder.name(n, scope)
+                raise refuse_at(
+                    f"{what} uses the column {found.label!r}, which is neither a GROUP BY "
+                    "key nor inside an aggregate; add it to GROUP BY or wrap it in an "
+                    "aggregate",
+                    position_of(n, text),
+                )
+            return n
+
+        bound = node.copy().transform(visit)
+        assert isinstance(bound, exp.Expression)
         postprocess.check(bound, text=text)
         return bound
 
     outputs: list[ResolvedOutput] = []
     for item in parsed.outputs:
         expr = bind(item.expr, f"output {item.name!r}")
-        key = None
-        plain = item.expr
-        while isinstance(plain, exp.Paren):
-            plain = plain.this
-        if isinstance(plain, exp.Column) and not plain.name.startswith(AGG_PREFIX):
-            key = column(plain.name, item.position)
-        outputs.append(ResolvedOutput(item.name, expr, key=key, aggregate=aggregate_index(expr)))
+        out_key: Column | None = None
+        plain = _strip(expr)
+        if isinstance(plain, exp.Column) and plain.name.startswith(KEY_PREFIX):
+            out_key = keys[int(plain.name[len(KEY_PREFIX) :])]
+            expr = plain
+        outputs.append(
+            ResolvedOutput(item.name, expr, key=out_key, aggregate=aggregate_index(expr))
+        )
+
+    if not distinct and not keys:
+        raise UnsafeQuery(
+            "the query has no aggregate and no GROUP BY and would release rows; add an "
+            "aggregate such as COUNT(*)"
+        )
+
+    predicates = list(binder.predicates)
+    if parsed.where is not None:
+        predicates.append(binder.qualify(parsed.where, scope, "WHERE", check=True))
 
     items = {o.name.lower(): o for o in parsed.outputs}
 
@@ -336,7 +737,7 @@ def validate(
 
         def visit(n: exp.Expression) -> exp.Expression:
             if isinstance(n, exp.Column) and not n.table and n.name.lower() in items:
-                if prefer_columns and table.lookup(n.name) is not None:
+                if prefer_columns and scope.lookup(n) is not None:
                     return n
                 target = items[n.name.lower()].expr
                 if isinstance(target, exp.Column) and target.name.lower() == n.name.lower():
@@ -344,60 +745,57 @@ def validate(
                 return exp.paren(target.copy())
             return n
 
-        return node.copy().transform(visit)
-
-    if not distinct and not keys:
-        raise UnsafeQuery(
-            "the query has no aggregate and no GROUP BY and would release rows; add an "
-            "aggregate such as COUNT(*)"
-        )
-
-    where = None
-    if parsed.where is not None:
-        where = _validate_where(parsed.where, table, parsed, text)
+        out = node.copy().transform(visit)
+        assert isinstance(out, exp.Expression)
+        return out
 
     having = None
     if parsed.having is not None:
         bound_having = bind(with_aliases(parsed.having, prefer_columns=True), "HAVING")
-        row_parts: list[exp.Expression] = []
-        post_parts: list[exp.Expression] = []
         conjuncts: list[exp.Expression] = (
             [e for e in bound_having.flatten() if isinstance(e, exp.Expression)]
             if isinstance(bound_having, exp.And)
             else [bound_having]
         )
         for part in conjuncts:
-            if not postprocess.placeholders(part, AGG_PREFIX):
-                row_parts.append(part)
-            post_parts.append(part)
-        # Conditions on group keys alone are row conditions too: moved into WHERE, so that
-        # rows of groups they drop are never read (the filter on the answer stays as well).
-        for part in row_parts:
+            if postprocess.placeholders(part, AGG_PREFIX):
+                continue
+            # Conditions on group keys alone are row conditions too: moved into WHERE, so
+            # that rows of groups they drop are never read (the filter on the answer stays).
             as_rows = part.copy().transform(
                 lambda n: (
-                    exp.column(keys[int(n.name[len(KEY_PREFIX) :])].name, quoted=True)
+                    _paren_if_needed(_key_expr(keys, key_trees, n).copy())
                     if isinstance(n, exp.Column) and n.name.startswith(KEY_PREFIX)
                     else n
                 )
             )
-            as_rows = _validate_where(as_rows, table, parsed, text)
-            where = as_rows if where is None else exp.And(this=where, expression=as_rows)
-        having = post_parts[0]
-        for part in post_parts[1:]:
+            assert isinstance(as_rows, exp.Expression)
+            rowexpr.check_row(as_rows, "HAVING", lambda msg, node: refuse(msg, node, text))
+            predicates.append(rowexpr.total_casts(as_rows))
+        having = conjuncts[0]
+        for part in conjuncts[1:]:
             having = exp.And(this=having, expression=part)
+
+    where: exp.Expression | None = None
+    for p in predicates:
+        where = p if where is None else exp.And(this=where, expression=p)
 
     order: list[tuple[exp.Expression, bool]] = []
     for expr, desc in parsed.order_by:
-        plain = expr
-        while isinstance(plain, exp.Paren):
-            plain = plain.this
+        plain = _strip(expr)
         if isinstance(plain, exp.Literal) and not plain.is_string and plain.this.isdigit():
             pos_ = int(plain.this)
             if not 1 <= pos_ <= len(outputs):
                 raise UnsafeQuery(f"ORDER BY {pos_} is not a position of the SELECT list")
             order.append((outputs[pos_ - 1].expr, desc))
             continue
-        order.append((bind(with_aliases(expr, prefer_columns=False), "ORDER BY"), desc))
+        try:
+            order.append((bind(with_aliases(expr, prefer_columns=False), "ORDER BY"), desc))
+        except SQLError:
+            raise _sql_error(
+                f"ORDER BY {expr.sql(dialect='duckdb')!r} names no output column or group key",
+                position_of(expr, text),
+            ) from None
     named = _aggregate_names(outputs, distinct)
     return ValidatedQuery(
         parsed=parsed,
@@ -410,9 +808,114 @@ def validate(
         order_by=tuple(order),
         limit=parsed.limit,
         offset=parsed.offset,
-        max_groups=opts.max_groups,
-        max_rows=opts.max_rows,
+        max_groups=m,
+        max_rows=r,
+        key_domains=tuple(domains),
+        joins=tuple(binder.joins),
     )
+
+
+_SQL_TYPES = {
+    ColumnKind.INTEGER: "BIGINT",
+    ColumnKind.REAL: "DOUBLE",
+    ColumnKind.TEXT: "VARCHAR",
+    ColumnKind.BOOLEAN: "BOOLEAN",
+    ColumnKind.TEMPORAL: "TIMESTAMP",
+}
+
+
+def _key_expr(keys: list[Column], trees: list[exp.Expression], n: exp.Column) -> exp.Expression:
+    """The row value of the key a ``__key<j>`` placeholder stands for."""
+    j = int(n.name[len(KEY_PREFIX) :])
+    expr = keys[j].expr
+    return expr if expr is not None else trees[j]
+
+
+def _bind_key(
+    binder: _Binder, scope: _Scope, g: exp.Expression, unit: str | None
+) -> tuple[Column, tuple[object, ...] | None, exp.Expression]:
+    """A group key: its column (catalog or derived), public domain (or None), bound tree."""
+    text = binder.text
+    plain = _strip(g)
+    if isinstance(plain, exp.Column):
+        found = binder.name(plain, scope)
+        if found.unit:
+            raise UnsafeQuery(
+                f"grouping by the privacy unit {found.label!r} would release one group per "
+                "person; group by another column"
+            )
+        if found.base is not None:
+            col = found.base
+            if col.kind is ColumnKind.OTHER:
+                raise UnsafeQuery(f"cannot group by {col.name!r} of type {col.sql_type}")
+            return col, found.domain, found.expr
+        tree = _strip(binder.qualify(plain, scope, "GROUP BY", check=False))
+        match = tree
+        kind = found.kind
+        domain = found.domain
+        if domain is None and isinstance(tree, exp.Case | exp.If):
+            domain = rowexpr.literal_domain(tree)
+    else:
+        tree = _strip(binder.qualify(g, scope, "GROUP BY", check=True))
+        match = tree
+        kind = _guess_kind(g, scope)
+        domain = rowexpr.literal_domain(tree)
+        columns = list({c.sql(): c for c in tree.find_all(exp.Column)}.values())
+        if domain is None and len(columns) == 1:
+            domain, tree = _enumerated(binder, scope, g, tree, columns[0])
+        if (
+            unit is not None
+            and any(c.table == MAIN_ALIAS and c.name == unit for c in tree.find_all(exp.Column))
+            and _strip(tree).find(exp.Column) == _strip(tree)
+        ):
+            raise UnsafeQuery("grouping by the privacy unit would release one group per person")
+    if domain is not None and len(domain) > MAX_PUBLIC_KEYS:
+        domain = None
+    name = f"key:{normalize(match)}"
+    sql_type = _SQL_TYPES.get(kind, "VARCHAR")
+    del text
+    return Column(name, sql_type, kind, expr=tree), domain, match
+
+
+def _enumerated(
+    binder: _Binder,
+    scope: _Scope,
+    g: exp.Expression,
+    tree: exp.Expression,
+    column: exp.Column,
+) -> tuple[tuple[object, ...] | None, exp.Expression]:
+    """The domain of an expression of one column, when it can be enumerated.
+
+    Over the column's public keys, or over every integer of its bounds (the column is then
+    clamped in the key, so that every row's key is in the domain).
+    """
+    written = next(iter(g.find_all(exp.Column)), None)
+    if written is None:
+        return None, tree
+    found = binder.name(written, scope)
+
+    def run(e: exp.Expression, keys: Mapping[int, np.ndarray]) -> np.ndarray:
+        env = postprocess.Env(size=len(keys[0]), aggregates={}, intervals={}, keys=keys)
+        return postprocess.evaluate(e, env, 0.95).values
+
+    if found.domain is not None:
+        values = np.array(list(found.domain), dtype=object)
+        return rowexpr.enumerate_domain(tree, column, values, run), tree
+    if found.kind is ColumnKind.INTEGER and found.bounds is not None:
+        lo, hi = int(found.bounds.lower), int(found.bounds.upper)
+        if hi - lo <= rowexpr.MAX_ENUMERATED:
+            clamp = rowexpr.Clamp(
+                this=column.copy(),
+                low=exp.Literal.number(lo),
+                high=exp.Literal.number(hi),
+                real=exp.false(),
+            )
+            clamped = tree.copy().transform(lambda n: clamp.copy() if n == column else n)
+            assert isinstance(clamped, exp.Expression)
+            domain = rowexpr.enumerate_domain(tree, column, np.arange(lo, hi + 1), run)
+            if domain is not None:
+                return domain, clamped
+    return None, tree
 
 
 def _aggregate_names(outputs: list[ResolvedOutput], aggregates: list[Aggregate]) -> list[str]:
@@ -437,53 +940,109 @@ def _aggregate_names(outputs: list[ResolvedOutput], aggregates: list[Aggregate])
 
 def _resolve_aggregate(
     call: AggregateCall,
-    table: TableInfo,
-    opts: _Options,
-    column: Callable[[str, Position | None], Column],
+    binder: _Binder,
+    scope: _Scope,
+    parsed: ParsedQuery,
+    outputs: Mapping[str, object],
 ) -> Aggregate:
+    table = binder.main
+    assert table is not None
     policy = table.policy
-    agg_col = None if call.column is None else column(call.column, call.position)
+    text = parsed.text
     kind = call.kind
+    name = call.func.upper()
+    # The output this aggregate is, if any (its name may carry bounds for an expression).
+    out_name = next(
+        (
+            o.name
+            for o in parsed.outputs
+            if o.aggregate_index is not None and parsed.aggregates[o.aggregate_index] is call
+        ),
+        None,
+    )
+    arg = call.arg
+    if call.filter is not None:
+        cond = call.filter
+        then = arg if arg is not None else exp.Literal.number(1)
+        arg = exp.Case(ifs=[exp.If(this=cond.copy(), true=then.copy())])
+    if arg is None:
+        return kind(None, None)
+    plain = _strip(arg)
+    base: _Name | None = None
+    if isinstance(plain, exp.Column):
+        base = binder.name(plain, scope)
     if kind is CountDistinct:
-        assert agg_col is not None
         if policy.privacy_unit is None:
             raise refuse_at(
                 "COUNT(DISTINCT ...) needs a table with a privacy unit; use COUNT(*) "
                 "(each row is a unit here)",
                 call.position,
             )
-        if agg_col.name != policy.privacy_unit:
+        if base is None or not base.unit:
             raise refuse_at(
                 f"COUNT(DISTINCT ...) is supported on the privacy unit "
                 f"{policy.privacy_unit!r} only",
                 call.position,
             )
-        return CountDistinct(agg_col, None)
+        assert base.base is not None
+        return CountDistinct(base.base, None)
     if not kind.needs_bounds:
-        return kind(agg_col, None)
-    assert agg_col is not None
-    name = call.func.upper()
-    if not agg_col.kind.numeric:
-        raise refuse_at(
-            f"{name}({agg_col.name}) needs a numeric column; {agg_col.name!r} is "
-            f"{agg_col.sql_type}",
-            call.position,
+        if base is not None and base.base is not None:
+            return kind(base.base, None)
+        tree = binder.qualify(arg, scope, f"the argument of {name}", check=True)
+        arg_kind = base.kind if base is not None else _guess_kind(arg, scope)
+        column = Column(
+            f"expr:{normalize(tree)}", _SQL_TYPES.get(arg_kind, "VARCHAR"), arg_kind, expr=tree
         )
-    b = opts.bounds.get(agg_col.name) or policy.bounds.get(agg_col.name)
-    if b is None:
-        raise refuse_at(
-            f"{name}({agg_col.name}) needs clamping bounds: the curator can declare "
-            f"bounds={{'{agg_col.name}': (lower, upper)}} in add_table, or pass "
-            f"bounds={{'{agg_col.name}': (lower, upper)}} to sql() (bounds must not be "
-            "derived from the data)",
-            call.position,
-        )
+        return kind(column, None)
+    override = None
+    if out_name is not None and out_name in binder.opts.bounds:
+        binder.used_bounds.add(out_name)
+        override = make_bounds(binder.opts.bounds[out_name], out_name)
+    if base is not None and base.base is not None and override is None:
+        col = base.base
+        if not col.kind.numeric:
+            raise refuse_at(
+                f"{name}({col.name}) needs a numeric column; {col.name!r} is {col.sql_type}",
+                call.position,
+            )
+        if base.bounds is None:
+            raise refuse_at(
+                f"{name}({col.name}) needs clamping bounds: the curator can declare "
+                f"bounds={{'{col.name}': (lower, upper)}} in add_table, or pass "
+                f"bounds={{'{col.name}': (lower, upper)}} to sql() (bounds must not be "
+                "derived from the data)",
+                call.position,
+            )
+        return _make(kind, call, col, base.bounds)
+    what = f"{name}({arg.sql(dialect='duckdb')})"
+    if override is not None:
+        tree = binder.qualify(arg, scope, what, check=True)
+        kind_ = _guess_kind(arg, scope)
+        if not kind_.numeric:
+            kind_ = ColumnKind.REAL
+        column = Column(f"expr:{normalize(tree)}", "DOUBLE", ColumnKind.REAL, expr=tree)
+        return _make(kind, call, column, override)
+    rowexpr.check_row(arg, what, lambda m, n: refuse(m, n, text))
+    derived = rowexpr.value_bounds(
+        arg,
+        lambda c: binder.leaf(c, scope),
+        lambda m, n: refuse(m, n, text),
+        what=what,
+    )
+    tree = binder.qualify(derived.expr, scope, what, check=False)
+    sql_type = "BIGINT" if derived.kind is ColumnKind.INTEGER else "DOUBLE"
+    column = Column(f"expr:{normalize(tree)}", sql_type, derived.kind, expr=tree)
+    return _make(kind, call, column, derived.bounds)
+
+
+def _make(kind: type[Aggregate], call: AggregateCall, column: Column, b: Bounds) -> Aggregate:
     if issubclass(kind, Variance):
-        return kind(agg_col, b, population=call.population)
+        return kind(column, b, population=call.population)
     if issubclass(kind, Quantile):
         assert call.q is not None
-        return kind(agg_col, b, q=call.q)
-    return kind(agg_col, b)
+        return kind(column, b, q=call.q)
+    return kind(column, b)
 
 
 def effective_bounds(query: ValidatedQuery) -> Mapping[str, Bounds]:
@@ -493,59 +1052,3 @@ def effective_bounds(query: ValidatedQuery) -> Mapping[str, Bounds]:
         if agg.bounds is not None and agg.column is not None:
             out[agg.column.name] = agg.bounds
     return MappingProxyType(out)
-
-
-def _validate_where(
-    node: exp.Expression, table: TableInfo, parsed: ParsedQuery, text: str
-) -> exp.Expression:
-    qualifiers = {table.name.lower()} | ({parsed.alias.lower()} if parsed.alias else set())
-    for n in node.walk():
-        if isinstance(n, exp.Select | exp.Subquery):
-            raise refuse("subqueries are not supported in WHERE", n, text)
-        if not isinstance(n, _WHERE_NODES) or type(n) is exp.Anonymous:
-            raise refuse(f"{_WHERE_HELP}; {_node_name(n)} is not allowed", n, text)
-        if isinstance(n, exp.In) and any(
-            n.args.get(a) for a in ("query", "unnest", "field", "is_global")
-        ):
-            raise refuse("IN takes a list of literals in WHERE", n, text)
-        if isinstance(n, exp.In):
-            for v in n.expressions:
-                if not isinstance(v, exp.Literal | exp.Boolean | exp.Null | exp.Neg):
-                    raise refuse("IN takes a list of literals in WHERE", v, text)
-        if isinstance(n, exp.Cast | exp.TryCast):
-            to = n.args.get("to")
-            if not isinstance(to, exp.DataType) or to.this not in _CAST_TARGETS:
-                raise refuse(
-                    "CAST in WHERE supports numeric, text, date, timestamp, boolean", n, text
-                )
-        if isinstance(n, exp.Column):
-            if n.is_star:
-                raise refuse("* is not allowed in WHERE", n, text)
-            if n.args.get("db") or n.args.get("catalog"):
-                raise refuse("qualify columns with the table name or alias only", n, text)
-            qual = n.table
-            if qual and qual.lower() not in qualifiers:
-                raise _sql_error(f"unknown table or alias {qual!r} in WHERE", position_of(n, text))
-            if table.lookup(n.name) is None:
-                raise _sql_error(
-                    f"unknown column {n.name!r} in table {table.name!r}", position_of(n, text)
-                )
-    rewritten = node.copy()
-
-    def quote(n: exp.Expression) -> exp.Expression:
-        if isinstance(n, exp.Column):
-            col = table.lookup(n.name)
-            assert col is not None
-            return exp.column(col.name, quoted=True)
-        if isinstance(n, exp.Cast) and not isinstance(n, exp.TryCast):
-            # A failing cast would raise on some datasets and not on others: use TRY_CAST.
-            return exp.TryCast(this=n.this, to=n.args["to"])
-        return n
-
-    return rewritten.transform(quote)
-
-
-def _node_name(n: object) -> str:
-    if isinstance(n, exp.Func):
-        return n.sql_name().upper() if not isinstance(n, exp.Anonymous) else str(n.this).upper()
-    return type(n).__name__

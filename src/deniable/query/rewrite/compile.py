@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -61,6 +61,8 @@ from deniable.engines.base import SAMPLE_ALIAS, Capabilities
 from deniable.errors import InternalError, UnsafeQuery
 from deniable.query.catalog import Column, ColumnKind
 from deniable.query.plan import DPPlan, Measure
+from deniable.query.rowexpr import Clamp
+from deniable.sqlnames import identifier
 
 SUM_LIMIT = 2**62 - 1
 """Partition sums are clamped to ±SUM_LIMIT (a 1-Lipschitz post-processing of exact sums)."""
@@ -161,8 +163,9 @@ def render(tree: exp.Expression, dialect: str, *, pretty: bool = False) -> str:
 # --- small tree builders -------------------------------------------------------------------
 
 
-def _ident(name: str, *, quoted: bool = False) -> exp.Identifier:
-    return exp.to_identifier(name, quoted=quoted)
+def _ident(name: str) -> exp.Identifier:
+    """One of deniable's own (safe, unquoted) names: aliases, CTEs, generated columns."""
+    return exp.to_identifier(name)
 
 
 def _ref(name: str, table: str | None = None) -> exp.Column:
@@ -227,11 +230,14 @@ def _or(*conds: exp.Expression) -> exp.Expression:
     return functools.reduce(lambda a, b: exp.Or(this=a, expression=b), conds)
 
 
-def _table(name: str, alias: str | None = None, *, quoted: bool = False) -> exp.Table:
-    return exp.Table(
-        this=_ident(name, quoted=quoted),
-        alias=exp.TableAlias(this=_ident(alias)) if alias else None,
-    )
+def _table(name: str, alias: str | None = None) -> exp.Table:
+    """One of deniable's own tables (a CTE), by its safe unquoted name."""
+    return exp.Table(this=_ident(name), alias=exp.TableAlias(this=_ident(alias)) if alias else None)
+
+
+def _relation(name: str, alias: str) -> exp.Table:
+    """An engine relation (its name quoted: it is not ours to trust), under ``alias``."""
+    return exp.Table(this=identifier(name), alias=exp.TableAlias(this=_ident(alias)))
 
 
 def _subquery(query: exp.Expression, alias: str) -> exp.Subquery:
@@ -289,7 +295,40 @@ class _Sql:
 
     def col(self, name: str) -> exp.Column:
         """A column of the source table, qualified by its alias ``__t`` (never ambiguous)."""
-        return exp.Column(this=_ident(name, quoted=True), table=_ident(SOURCE))
+        return exp.Column(this=identifier(name), table=_ident(SOURCE))
+
+    def ref(self, column: Column) -> exp.Expression:
+        """A column's per-row value: the table's column, or a derived column's expression.
+
+        A derived expression is lowered for the engine and made total (a row where it
+        raises gives NULL).
+        """
+        if column.expr is None:
+            return self.col(column.name)
+        return _paren(_total_predicate(self.lower(column.expr), self.caps))
+
+    def lower(self, tree: exp.Expression) -> exp.Expression:
+        """Deniable's own nodes spelled for the engine; unqualified columns qualified."""
+
+        def spell(n: exp.Expression) -> exp.Expression:
+            if isinstance(n, Clamp):
+                x = n.this
+                real = isinstance(n.args.get("real"), exp.Boolean) and n.args["real"].this
+                lo, hi = n.args["low"], n.args["high"]
+                if real:
+                    x = _cast(x, _T.DOUBLE)
+                    lo, hi = _cast(lo, _T.DOUBLE), _cast(hi, _T.DOUBLE)
+                    missing = _or(_is_null(x), self.caps.is_nan_test(x.copy()))
+                    kept = _least(_greatest(x.copy(), lo), hi)
+                    return _paren(_case([(missing, exp.Null())], kept))
+                return _clamp(x, lo, hi)
+            if isinstance(n, exp.Column) and not n.table:
+                return self.col(n.name)
+            return n
+
+        out = tree.copy().transform(spell)
+        assert isinstance(out, exp.Expression)
+        return out
 
     def lit(self, value: object) -> exp.Expression:
         if isinstance(value, float):
@@ -331,7 +370,7 @@ class _Sql:
     def semi_source(
         self,
         select: Sequence[exp.Expression],
-        source: exp.Table,
+        source: exp.Expression,
         where: exp.Expression | None,
         right: str,
         on: Sequence[tuple[exp.Expression, exp.Expression]],
@@ -447,7 +486,7 @@ def unit_identity_sql(column: Column, caps: Capabilities) -> str:
 def _value(s: _Sql, m: Measure) -> exp.Expression:
     """The column as a double with NaN turned into NULL (reals), or as it is (integers)."""
     assert m.column is not None
-    col = s.col(m.column.name)
+    col = s.ref(m.column)
     if m.column.kind is ColumnKind.REAL:
         x = _cast(col, _T.DOUBLE)
         return _paren(_case([(s.caps.is_nan_test(x), exp.Null())], x.copy()))
@@ -456,7 +495,7 @@ def _value(s: _Sql, m: Measure) -> exp.Expression:
 
 def _clamped_double(s: _Sql, m: Measure) -> exp.Expression:
     assert m.column is not None
-    x = _cast(s.col(m.column.name), _T.DOUBLE)
+    x = _cast(s.ref(m.column), _T.DOUBLE)
     lo, hi = s.double(m.lower_f), s.double(m.upper_f)
     if m.column.kind is ColumnKind.INTEGER:
         return _clamp(x, lo, hi)
@@ -561,22 +600,18 @@ def where_conditions(plan: DPPlan, caps: Capabilities) -> list[exp.Expression]:
     out: list[exp.Expression] = []
     query = plan.query
     if query.where is not None:
-        qualified = query.where.transform(
-            lambda n: s.col(n.name) if isinstance(n, exp.Column) else n
-        )
-        assert isinstance(qualified, exp.Expression)
+        qualified = s.lower(query.where)
         out.append(exp.Coalesce(this=_total_predicate(qualified, caps), expressions=[exp.false()]))
     policy = query.table.policy
-    for k in plan.keys:
-        values = policy.public_keys.get(k.name)
+    for k, values in zip(plan.keys, plan.key_domains, strict=True):
         if values is None:
             continue
         present = [v for v in values if v is not None]
         parts: list[exp.Expression] = []
         if present:
-            parts.append(exp.In(this=s.col(k.name), expressions=[s.lit(v) for v in present]))
+            parts.append(exp.In(this=s.ref(k), expressions=[s.lit(v) for v in present]))
         if len(present) < len(values):
-            parts.append(_is_null(s.col(k.name)))
+            parts.append(_is_null(s.ref(k)))
         out.append(_paren(_or(*parts)))
     if policy.privacy_unit is not None:
         unit = query.table.column(policy.privacy_unit)
@@ -586,14 +621,21 @@ def where_conditions(plan: DPPlan, caps: Capabilities) -> list[exp.Expression]:
     return out
 
 
-def compile_plan(plan: DPPlan, caps: Capabilities, table: str, secrets: Secrets) -> CompiledQuery:
+def compile_plan(
+    plan: DPPlan,
+    caps: Capabilities,
+    table: str,
+    secrets: Secrets,
+    relations: Mapping[str, str] | None = None,
+) -> CompiledQuery:
     """Generate the one statement computing every measure of ``plan`` on bounded data.
 
     Args:
         plan: the DP plan.
         caps: the engine's capabilities.
-        table: the engine's name for the table (quoted here).
+        table: the engine's name for the main table (quoted here).
         secrets: per-query keys of the row and partition orders.
+        relations: the engine's name of each joined table, by catalog name.
 
     Returns:
         The statement (a tree and its rendering for ``caps.dialect``) and the layout of its
@@ -655,14 +697,23 @@ def compile_plan(plan: DPPlan, caps: Capabilities, table: str, secrets: Secrets)
         cols: list[exp.Expression] = []
         if unit_column is not None:
             cols.append(_alias(canonical_unit_expression(unit_column, caps), "__u"))
-        cols += [_alias(s.col(k.name), kid) for k, kid in zip(plan.keys, keys, strict=True)]
+        cols += [_alias(s.ref(k), kid) for k, kid in zip(plan.keys, keys, strict=True)]
         cols += [_alias(e.copy(), a) for e, a in value_cols]
         if not cols:  # e.g. COUNT(*) over a table without privacy unit
             cols.append(_alias(_int(1), "__one"))
         return cols
 
-    def source() -> exp.Table:
-        return _table(table, SOURCE, quoted=True)
+    def source() -> exp.Expression:
+        main = _relation(table, SOURCE)
+        for j in plan.query.joins:
+            name = (relations or {}).get(j.table.name)
+            if name is None:
+                raise InternalError(f"no engine relation for joined table {j.table.name!r}")
+            # a condition that raises on some rows matches nothing there
+            on = exp.Coalesce(this=_total_predicate(s.lower(j.on), caps), expressions=[exp.false()])
+            side = {"side": "LEFT"} if j.kind == "LEFT" else {"kind": "INNER"}
+            main.append("joins", exp.Join(this=_relation(name, j.alias), on=on, **side))
+        return main
 
     def row_filter() -> exp.Expression | None:
         return _and(*(f.copy() for f in filters)) if filters else None
@@ -794,9 +845,7 @@ def compile_plan(plan: DPPlan, caps: Capabilities, table: str, secrets: Secrets)
             on: list[tuple[exp.Expression, exp.Expression]] = [
                 (canonical_unit_expression(unit_column, caps), _ref("__u", "__r"))
             ]
-            on += [
-                (s.col(k.name), _ref(kid, "__r")) for k, kid in zip(plan.keys, keys, strict=True)
-            ]
+            on += [(s.ref(k), _ref(kid, "__r")) for k, kid in zip(plan.keys, keys, strict=True)]
             cte("__hrows", s.semi_source(row_columns(), source(), row_filter(), "__heavy", on))
             inner = _select([exp.Star(), rank_rows()], _table("__hrows"))
             cte(

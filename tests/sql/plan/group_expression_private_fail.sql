@@ -1,3 +1,3 @@
 -- expect: UnsafeQuery
--- match: GROUP BY accepts
+-- match: partition selection
 SELECT COUNT(*) FROM students GROUP BY birth_year / 10

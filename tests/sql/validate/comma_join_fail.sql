@@ -1,2 +1,3 @@
 -- expect: UnsafeQuery
+-- match: cross join
 SELECT COUNT(*) FROM students, marks

@@ -1,0 +1,1 @@
+WITH s AS (SELECT student_id, scholarship * 2 AS double_scholarship, editor FROM students WHERE gender = 'female') SELECT editor, COUNT(*) AS n, SUM(double_scholarship) AS total FROM s GROUP BY editor

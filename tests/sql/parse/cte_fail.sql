@@ -1,3 +1,0 @@
--- expect: UnsafeQuery
--- match: WITH
-WITH s AS (SELECT * FROM students) SELECT COUNT(*) FROM s

@@ -1,2 +1,0 @@
--- expect: UnsafeQuery
-SELECT COUNT(*) FILTER (WHERE gender = 'male') FROM students

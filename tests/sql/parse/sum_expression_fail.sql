@@ -1,3 +1,0 @@
--- expect: UnsafeQuery
--- match: plain column
-SELECT SUM(scholarship * 2) FROM students

@@ -1,0 +1,3 @@
+-- expect: UnsafeQuery
+-- match: aggregates
+SELECT COUNT(*) FROM (SELECT editor, COUNT(*) AS n FROM students GROUP BY editor) AS t

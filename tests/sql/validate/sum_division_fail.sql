@@ -1,0 +1,3 @@
+-- expect: UnsafeQuery
+-- match: range contains 0
+SELECT SUM(100 / scholarship) FROM students

@@ -1,0 +1,3 @@
+-- expect: UnsafeQuery
+-- match: bounds
+SELECT SUM(scholarship * birth_year) FROM students
