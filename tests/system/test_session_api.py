@@ -412,3 +412,21 @@ def test_no_numpy_random_on_the_release_path(monkeypatch: pytest.MonkeyPatch, le
     monkeypatch.setattr(np.random, "random", forbidden)
     s.sql("SELECT k, COUNT(*) AS n, AVG(x) AS m, MEDIAN(x) AS md FROM t GROUP BY k", epsilon=1)
     s.close()
+
+
+def test_row_policies_are_stated_as_policy_never_as_counts(tmp_path: Path) -> None:
+    """The answer says which rules applied to rows; the text is the same on neighbouring data
+    (here: with and without rows whose unit is NULL), so it reveals nothing."""
+    texts = []
+    for nulls in (0, 7):
+        frame = pd.DataFrame(
+            {"u": [1.0, 2.0, 3.0] + [np.nan] * nulls, "x": [1.0, 2.0, 3.0] + [4.0] * nulls}
+        )
+        s = Session(budget=Epsilon(epsilon=1), ledger=tmp_path / f"l{nulls}.db")
+        s.add_table("t", frame, privacy_unit="u", bounds={"x": (0, 5)}, max_rows=2)
+        answer = s.sql("SELECT SUM(x) AS s FROM t WHERE x > 1", epsilon=0.5)
+        texts.append(answer.metadata.row_policies)
+        s.close()
+    assert texts[0] == texts[1]
+    joined = " ".join(texts[0])
+    assert "NULL" in joined and "at most 2 row(s)" in joined and "[0, 5]" in joined

@@ -845,3 +845,38 @@ def test_session_answers_builder_and_sql_alike(
             warnings.simplefilter("ignore", PrivacyWarning)
             s1.close()
             s2.close()
+
+
+def test_session_table_builds_the_same_program_as_sql(tmp_path: Path) -> None:
+    """``session.table(...)``: the same QueryProgram (cache key, events, loss) as the SQL."""
+    from deniable.accounting.loss import Epsilon
+    from deniable.curator.session import Session
+
+    frame = pd.DataFrame(
+        {
+            "u": [1, 1, 2, 3, 3, 3],
+            "category": ["a", "b", "a", "b", "b", "a"],
+            "value": [1.0, 2, 3, 4, 5, 6],
+        }
+    )
+    s = Session(budget=Epsilon(epsilon=2), ledger=tmp_path / "l.db")
+    s.add_table(
+        "events",
+        frame,
+        privacy_unit="u",
+        bounds={"value": (0, 10)},
+        public_keys={"category": ["a", "b"]},
+        max_rows=2,
+    )
+    q = s.table("events").where(col("value") > 0).group_by("category").agg(count(), mean("value"))
+    text = "SELECT category, COUNT(*), AVG(value) FROM events WHERE value > 0 GROUP BY category"
+    built, typed = q.compile(epsilon=0.5), s.compile(text, epsilon=0.5)
+    assert built.cache_key == typed.cache_key
+    assert built.events == typed.events and built.loss == typed.loss
+    first = q.run(epsilon=0.5)
+    again = s.sql(text, epsilon=0.5)
+    assert not first.cached and again.cached and again.loss == Epsilon(epsilon=0)
+    assert s.sql(q, epsilon=0.5).cached  # a Query passed to sql() is the same question
+    with pytest.raises(InvalidParameter, match="not bound to a session"):
+        Query("events").agg(count()).run(epsilon=0.5)
+    s.close()

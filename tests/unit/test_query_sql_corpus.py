@@ -12,6 +12,7 @@ import json
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import deniable.errors as errors
@@ -64,6 +65,16 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
         bounds={"mark": (0, 100)},
         max_groups=3,
         public_keys={"module": list(MODULES)},
+    )
+    s.add_public_table(
+        "editors_public",
+        pd.DataFrame(
+            {
+                "editor": list(EDITORS),
+                "family": ["modal" if e in ("vim", "emacs") else "gui" for e in EDITORS],
+                "kind": ["editor"] * len(EDITORS),
+            }
+        ),
     )
     yield s
     s.close()

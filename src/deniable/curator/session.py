@@ -35,6 +35,7 @@ from deniable.errors import InvalidParameter, PrivacyWarning
 from deniable.ledger import Charge, Ledger
 from deniable.noise.source import RandomSource
 from deniable.query.answer import Answer, show_loss
+from deniable.query.builder import Query
 from deniable.query.catalog import (
     MAX_PUBLIC_KEYS,
     Column,
@@ -353,6 +354,28 @@ class Session:
         out = self._engine.run(binding, query.sql(dialect=self._engine.capabilities.dialect))
         return tuple(out.column(0).to_pylist())
 
+    def table(self, name: str) -> Query:
+        """Start a Python query on a registered table; ``.run(epsilon=…)`` answers it here.
+
+        The builder writes the SQL an analyst would type, so a builder query and the
+        equivalent text have the same plan, charge and cache entry.
+
+        Examples:
+            >>> import tempfile, os, pandas as pd
+            >>> from deniable.accounting.loss import Epsilon
+            >>> from deniable.query.builder import count
+            >>> d = tempfile.mkdtemp()
+            >>> s = Session(budget=Epsilon(epsilon=1), ledger=os.path.join(d, "l.db"))
+            >>> frame = pd.DataFrame({"k": ["a", "b"] * 50})
+            >>> _ = s.add_table("t", frame, public_keys={"k": ["a", "b"]})
+            >>> s.table("t").group_by("k").agg(count().alias("n")).run(epsilon=0.5).columns
+            ['k', 'n', 'n_low', 'n_high']
+            >>> s.close()
+        """
+        if not isinstance(name, str) or not name:
+            raise InvalidParameter("name must be a non-empty string")
+        return Query(name, session=self)
+
     def _sample_rate(self, sample_rate: float | Fraction) -> Fraction:
         if isinstance(self._budget, Rho):
             raise InvalidParameter(
@@ -380,7 +403,7 @@ class Session:
 
     def plan(
         self,
-        query: str,
+        query: str | Query,
         *,
         epsilon: float | Fraction | None = None,
         delta: float | Fraction | None = None,
@@ -411,7 +434,7 @@ class Session:
 
     def compile(
         self,
-        query: str,
+        query: str | Query,
         *,
         epsilon: float | Fraction | None = None,
         delta: float | Fraction | None = None,
@@ -427,6 +450,8 @@ class Session:
 
         Raises the same refusals as :meth:`sql`.
         """
+        if isinstance(query, Query):
+            query = query.to_sql()
         options = QueryOptions(
             budget_kind=type(self._budget),
             epsilon=epsilon,
@@ -451,7 +476,7 @@ class Session:
 
     def sql(
         self,
-        query: str,
+        query: str | Query,
         *,
         epsilon: float | Fraction | None = None,
         delta: float | Fraction | None = None,

@@ -244,6 +244,39 @@ class CountDistinct(Count):
 
 
 @dataclass(frozen=True)
+class DistinctCount(Count):
+    """``COUNT(DISTINCT col)`` of a column other than the privacy unit.
+
+    Counted over the bounded rows: one unit keeps at most ``r`` rows in each of at most
+    ``m`` partitions, so adding or removing it changes a partition's number of distinct
+    values by at most ``min(r, |domain|)`` (the domain of the column's declared public keys,
+    when it has one) — the sensitivity the bounds imply.
+
+    Attributes:
+        domain_size: the size of the column's public domain, or None.
+    """
+
+    domain_size: int | None = None
+
+    label: ClassVar[str] = "count_distinct"
+
+    def plan(self, budget: Fraction, ctx: PlanContext) -> tuple[Measure, ...]:
+        """One distinct-count measure with partition sensitivity ``min(r, |domain|)``."""
+        per = ctx.max_rows if self.domain_size is None else min(ctx.max_rows, self.domain_size)
+        return (
+            count_measure(
+                ctx.new_id(), "distinct", self.column, budget, ctx.loss_kind, ctx.max_groups, per
+            ),
+        )
+
+    @property
+    def default_name(self) -> str:
+        """``count_distinct_<column>``."""
+        assert self.column is not None
+        return f"count_distinct_{self.column.name}"
+
+
+@dataclass(frozen=True)
 class Sum(Aggregate):
     """``SUM(col)`` of values clamped to the bounds, on an exact fixed-point grid."""
 

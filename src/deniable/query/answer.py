@@ -96,6 +96,9 @@ class AnswerMetadata:
             loss), or None when it was computed on the whole table.
         loss_on_sample: the loss of the answer's mechanisms on the sample, before
             amplification (None without sampling).
+        row_policies: the rules applied to rows before aggregation (rows dropped, per-person
+            caps, clamping), stated as policy — never as a count of affected rows, which
+            would depend on the data.
     """
 
     query: str
@@ -114,6 +117,7 @@ class AnswerMetadata:
     charge_id: int | None = None
     sample_rate: float | None = None
     loss_on_sample: PrivacyLoss | None = None
+    row_policies: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """JSON-compatible form (the stored part: not ``loss``/``remaining``/``cached``)."""
@@ -133,6 +137,7 @@ class AnswerMetadata:
             "loss_on_sample": None
             if self.loss_on_sample is None
             else loss_to_json(self.loss_on_sample),
+            "row_policies": list(self.row_policies),
         }
 
 
@@ -253,6 +258,7 @@ class Answer:
             loss_on_sample=None
             if data.get("loss_on_sample") is None
             else loss_from_json(data["loss_on_sample"]),
+            row_policies=tuple(data.get("row_policies", ())),
         )
         frame = table.replace_schema_metadata(None).to_pandas()
         return cls(frame, meta)

@@ -70,10 +70,14 @@ import numbers
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from fractions import Fraction
-from typing import Literal, NoReturn, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol, TypeAlias
 
 import sqlglot
 from sqlglot import exp
+
+if TYPE_CHECKING:
+    from deniable.query.answer import Answer
+    from deniable.query.program import QueryProgram
 from sqlglot.errors import ParseError, SqlglotError
 
 from deniable.errors import InvalidParameter
@@ -888,6 +892,18 @@ def _flag(value: object, name: str) -> bool:
 JoinHow = Literal["inner", "left"]
 
 
+class Answerer(Protocol):
+    """What a builder query needs of a session to run (``Session`` has it)."""
+
+    def sql(self, *args: Any, **options: Any) -> Answer:
+        """Answer SQL text."""
+        ...
+
+    def compile(self, *args: Any, **options: Any) -> QueryProgram:
+        """Compile SQL text."""
+        ...
+
+
 class Query:
     """An immutable aggregate query on one table; each method returns a new query.
 
@@ -925,10 +941,12 @@ class Query:
         "_offset",
         "_order_by",
         "_outputs",
+        "_session",
         "_table",
         "_where",
     )
 
+    _session: Answerer | None
     _table: exp.Identifier
     _where: exp.Expression | None
     _group_by: tuple[Expr, ...]
@@ -940,10 +958,11 @@ class Query:
     _offset: int | None
     _joins: tuple[tuple[exp.Identifier, tuple[exp.Identifier, ...], JoinHow], ...]
 
-    def __init__(self, table: str) -> None:
-        """Start a query on the registered table ``table``."""
+    def __init__(self, table: str, *, session: Answerer | None = None) -> None:
+        """Start a query on the registered table ``table`` (of ``session``, to run it there)."""
         fields: dict[str, object] = dict.fromkeys(Query.__slots__)
         fields.update(
+            _session=session,
             _table=_identifier(table, "the table name"),
             _group_by=(),
             _outputs=(),
@@ -1066,6 +1085,36 @@ class Query:
         if self._offset is not None:
             select.set("offset", exp.Offset(expression=exp.Literal.number(self._offset)))
         return select
+
+    def compile(self, **options: Any) -> QueryProgram:
+        """The :class:`~deniable.query.program.QueryProgram` of this query on its session.
+
+        Exactly the program of the equivalent SQL text (same plan, charge and cache key);
+        compiling reads no data and charges nothing.
+
+        Raises:
+            InvalidParameter: the query was not started from ``session.table(...)``.
+        """
+        return self._bound().compile(self.to_sql(), **options)
+
+    def run(self, **options: Any) -> Answer:
+        """Answer this query on its session (``options`` as for ``Session.sql``).
+
+        Charged what the equivalent SQL text is charged — nothing when it was answered before,
+        as SQL or as a builder query.
+
+        Raises:
+            InvalidParameter: the query was not started from ``session.table(...)``.
+        """
+        return self._bound().sql(self.to_sql(), **options)
+
+    def _bound(self) -> Answerer:
+        if self._session is None:
+            _fail(
+                "this query is not bound to a session: start it with session.table(name), or "
+                "pass it to session.sql(query)"
+            )
+        return self._session
 
     def to_sql(self, dialect: str = DIALECT) -> str:
         """The query as SQL text (duckdb by default, the dialect :func:`parse` reads)."""

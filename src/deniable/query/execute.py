@@ -335,5 +335,37 @@ def build_answer(
         charge_id=charge_id,
         sample_rate=None if sample_rate is None else float(sample_rate),
         loss_on_sample=None if sample_rate is None else plan.loss,
+        row_policies=row_policies(plan),
     )
     return Answer(frame, meta)
+
+
+def row_policies(plan: DPPlan) -> tuple[str, ...]:
+    """The rules applied to rows before aggregation, as policy (never as counts of rows)."""
+    query = plan.query
+    unit = query.table.policy.privacy_unit
+    out: list[str] = []
+    if unit is None:
+        out.append(f"row-level privacy: each row of {query.table.name!r} is its own unit")
+    else:
+        out.append(
+            f"rows whose privacy unit {unit!r} is NULL (or NaN) are dropped: they cannot be "
+            "attributed to one person"
+        )
+        out.append(
+            f"each person contributes to at most {plan.max_groups} group(s) and at most "
+            f"{plan.max_rows} row(s) per group; which ones is chosen uniformly at random "
+            "(a keyed hash with a fresh secret per query)"
+        )
+    for j in query.joins:
+        kind = "public" if j.table.public else "private, joined on the privacy unit"
+        out.append(f"joined with {j.table.name!r} ({kind}); bounding applies after the join")
+    for a in plan.aggregates:
+        if a.bounds is not None:
+            lo, hi = a.bounds.as_floats()
+            out.append(f"{a.name}: values clamped to [{lo:g}, {hi:g}] before aggregation")
+    if plan.public_domain is not None and plan.keys:
+        out.append("rows whose group key is outside the declared public domain are dropped")
+    if query.where is not None:
+        out.append("rows where the WHERE condition fails to evaluate count as not matching")
+    return tuple(out)

@@ -43,7 +43,7 @@ inside the exact samplers' fast range); exact measures are rounded to it once, t
 paid for."""
 MAX_GAUSSIAN_SIGMA2 = Fraction(2**60)
 
-MeasureKind = Literal["rows", "values", "units", "sum", "squares", "histogram"]
+MeasureKind = Literal["rows", "values", "units", "sum", "squares", "histogram", "distinct"]
 Mechanism = Literal["geometric", "discrete_gaussian", "exponential"]
 
 
@@ -70,6 +70,8 @@ class Measure:
     * ``squares``: Σ ``round((clamp(x) − midpoint_f)²·2^-exponent)``.
     * ``histogram``: counts of ``round((clamp(x) − lower_f)·grid/(upper_f − lower_f))``,
       noised by the exponential mechanism for quantile ``q``.
+    * ``distinct``: number of distinct non-NULL values of ``column`` among the kept rows
+      (one unit's ``r`` rows add at most ``r`` new values to a partition).
 
     Attributes:
         id: SQL-safe name (``m0``, ``m1``, …).

@@ -679,9 +679,25 @@ def _argument(node: exp.Expression | None, func: str, text: str) -> exp.Expressi
 def _parse_aggregate(node: exp.Expression, text: str) -> AggregateCall | None:
     """The :class:`AggregateCall` of ``node``, None when it is no aggregate."""
     if isinstance(node, exp.WithinGroup):
-        raise refuse(
-            "WITHIN GROUP is not supported; write QUANTILE(col, q) or MEDIAN(col)", node, text
-        )
+        # PERCENTILE_CONT(q) WITHIN GROUP (ORDER BY x): the q-quantile of x
+        inner, order = node.this, node.expression
+        ordered = order.expressions if isinstance(order, exp.Order) else []
+        if (
+            not isinstance(inner, exp.PercentileCont | exp.PercentileDisc)
+            or len(ordered) != 1
+            or inner.args.get("expression") is not None
+        ):
+            raise refuse(
+                "WITHIN GROUP is supported as PERCENTILE_CONT(q) WITHIN GROUP (ORDER BY col); "
+                "or write QUANTILE(col, q)",
+                node,
+                text,
+            )
+        q_lit = _quantile_literal(inner.this, text)
+        if ordered[0].args.get("desc"):
+            q_lit = 1 - q_lit
+        col = _argument(ordered[0].this, "PERCENTILE_CONT", text)
+        return AggregateCall(Quantile, col, q=q_lit, position=position_of(col, text))
     if isinstance(node, exp.Filter):
         inner = node.this
         where = node.expression

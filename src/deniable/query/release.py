@@ -74,6 +74,10 @@ def read_result(table: pa.Table, compiled: CompiledQuery, plan: DPPlan) -> Exact
     histograms: dict[str, dict[tuple[object, ...], I64]] = {}
     if compiled.histogram_parts:
         bins, counts = ints(BIN), ints(COUNT)
+    for mid, j in compiled.distinct_parts.items():
+        rows = np.flatnonzero(part == j)
+        found = dict(zip(key_tuples(rows), ints(COUNT)[rows].tolist(), strict=True))
+        measures[mid] = np.array([found.get(k, 0) for k in keys], dtype=np.int64)
     for mid, j in compiled.histogram_parts.items():
         rows = np.flatnonzero(part == j)
         ids: dict[tuple[object, ...], int] = {}

@@ -29,7 +29,7 @@ follows from the declarations, else its keys go through partition selection.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -38,7 +38,13 @@ from sqlglot import exp
 
 from deniable.errors import InvalidParameter, SQLError, UnsafeQuery
 from deniable.query import postprocess, rowexpr
-from deniable.query.aggregates import Aggregate, CountDistinct, Quantile, Variance
+from deniable.query.aggregates import (
+    Aggregate,
+    CountDistinct,
+    DistinctCount,
+    Quantile,
+    Variance,
+)
 from deniable.query.catalog import (
     MAX_PUBLIC_KEYS,
     MAX_ROWS,
@@ -978,14 +984,24 @@ def _resolve_aggregate(
                 "(each row is a unit here)",
                 call.position,
             )
-        if base is None or not base.unit:
+        if base is not None and base.unit:
+            assert base.base is not None
+            return CountDistinct(base.base, None)
+        if call.filter is not None:
             raise refuse_at(
-                f"COUNT(DISTINCT ...) is supported on the privacy unit "
-                f"{policy.privacy_unit!r} only",
+                "COUNT(DISTINCT …) FILTER (WHERE …) is not supported; put the condition in WHERE",
                 call.position,
             )
-        assert base.base is not None
-        return CountDistinct(base.base, None)
+        if base is not None and base.base is not None:
+            column = base.base
+        else:
+            tree = binder.qualify(arg, scope, "COUNT(DISTINCT …)", check=True)
+            arg_kind = base.kind if base is not None else _guess_kind(arg, scope)
+            column = Column(
+                f"expr:{normalize(tree)}", _SQL_TYPES.get(arg_kind, "VARCHAR"), arg_kind, expr=tree
+            )
+        size = len(base.domain) if base is not None and base.domain is not None else None
+        return DistinctCount(column, None, domain_size=size)
     if not kind.needs_bounds:
         if base is not None and base.base is not None:
             return kind(base.base, None)

@@ -119,6 +119,8 @@ class CompiledQuery:
         measure_columns: result column of each non-histogram measure, by measure id.
         histogram_parts: ``__part`` value of each histogram measure, by measure id.
         statement: the statement as a sqlglot expression tree (one read-only query).
+        distinct_parts: ``__part`` value of each distinct-count measure, by measure id
+            (its rows hold the partition's count of distinct values in ``__count``).
     """
 
     sql: str
@@ -126,6 +128,7 @@ class CompiledQuery:
     measure_columns: dict[str, str]
     histogram_parts: dict[str, int]
     statement: exp.Expression
+    distinct_parts: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def render(self, dialect: str, *, pretty: bool = False) -> str:
         """The statement rendered by sqlglot's generator for ``dialect``.
@@ -518,7 +521,7 @@ def row_expression(m: Measure, caps: Capabilities) -> exp.Expression | None:
     s = _Sql(caps)
     if m.kind in ("rows", "units"):
         return None
-    if m.kind == "values":
+    if m.kind in ("values", "distinct"):
         return _value(s, m)
     if m.kind == "sum":
         if m.integer_column and m.exponent == 0:
@@ -608,7 +611,11 @@ def where_conditions(plan: DPPlan, caps: Capabilities) -> list[exp.Expression]:
             continue
         present = [v for v in values if v is not None]
         parts: list[exp.Expression] = []
-        if present:
+        if _integer_range(present):
+            # a contiguous range of integers: two literals instead of a long IN list
+            lo, hi = min(present), max(present)  # type: ignore[type-var]
+            parts.append(exp.Between(this=s.ref(k), low=s.lit(lo), high=s.lit(hi)))
+        elif present:
             parts.append(exp.In(this=s.ref(k), expressions=[s.lit(v) for v in present]))
         if len(present) < len(values):
             parts.append(_is_null(s.ref(k)))
@@ -619,6 +626,14 @@ def where_conditions(plan: DPPlan, caps: Capabilities) -> list[exp.Expression]:
         if unit.kind is ColumnKind.REAL:  # NaN identifies nobody: dropped like NULL
             out.append(exp.Not(this=caps.is_nan_test(s.col(unit.name))))
     return out
+
+
+def _integer_range(values: Sequence[object]) -> bool:
+    """Whether ``values`` are all the integers from their least to their greatest."""
+    if len(values) < 3 or not all(type(v) is int for v in values):
+        return False
+    ints = [v for v in values if isinstance(v, int)]
+    return max(ints) - min(ints) + 1 == len(set(ints))
 
 
 def compile_plan(
@@ -651,8 +666,9 @@ def compile_plan(
     policy = plan.query.table.policy
     unit = policy.privacy_unit
     keys = [f"__k{i}" for i in range(len(plan.keys))]
-    histograms = [m for m in plan.measures if m.kind == "histogram"]
-    additive = [m for m in plan.measures if m.kind != "histogram"]
+    # measures read from bounded rows (the plain form): histograms and distinct counts
+    histograms = [m for m in plan.measures if m.kind in ("histogram", "distinct")]
+    additive = [m for m in plan.measures if m.kind not in ("histogram", "distinct")]
     # Distinct per-row values, shared by the measures that need the same one: one fixed-point
     # sum of x serves SUM(x) and AVG(x). A per-row value of a column is NULL exactly when the
     # column is NULL or NaN, so counting the non-NULL entries of any of them counts the
@@ -661,7 +677,7 @@ def compile_plan(
     measure_alias: dict[str, str] = {}
     by_column: dict[str, str] = {}
     for meas in plan.measures:
-        if meas.kind in ("sum", "squares", "histogram"):
+        if meas.kind in ("sum", "squares", "histogram", "distinct"):
             expr = row_expression(meas, caps)
             assert expr is not None and meas.column is not None
             measure_alias[meas.id] = aliases.setdefault(expr, f"__v{len(aliases)}")
@@ -941,23 +957,30 @@ def compile_plan(
         )
     ]
     histogram_parts: dict[str, int] = {}
+    distinct_parts: dict[str, int] = {}
     for j, meas in enumerate(histograms, start=1):
-        histogram_parts[meas.id] = j
         assert bounded_rows is not None
         col = measure_alias[meas.id]
-        sel = [
+        head = [
             _alias(_int(j), PART),
             *_refs(keys),
             null_bigint(UNITS),
             *(null_bigint(measure_columns[mm.id]) for mm in additive),
-            _alias(_cast(_ref(col), _T.BIGINT), BIN),
-            _alias(_cast(exp.Count(this=exp.Star()), _T.BIGINT), COUNT),
         ]
-        parts.append(
-            _select(
-                sel, _table(bounded_rows), where=_not_null(_ref(col)), group=_refs([*keys, col])
-            )
-        )
+        if meas.kind == "distinct":
+            distinct_parts[meas.id] = j
+            n_distinct = exp.Count(this=exp.Distinct(expressions=[_ref(col)]))
+            sel = [*head, null_bigint(BIN), _alias(_cast(n_distinct, _T.BIGINT), COUNT)]
+            group = _refs(keys)
+        else:
+            histogram_parts[meas.id] = j
+            sel = [
+                *head,
+                _alias(_cast(_ref(col), _T.BIGINT), BIN),
+                _alias(_cast(exp.Count(this=exp.Star()), _T.BIGINT), COUNT),
+            ]
+            group = _refs([*keys, col])
+        parts.append(_select(sel, _table(bounded_rows), where=_not_null(_ref(col)), group=group))
     statement = _union_all(parts)
     statement.set(
         "with_",
@@ -974,6 +997,7 @@ def compile_plan(
         measure_columns=measure_columns,
         histogram_parts=histogram_parts,
         statement=statement,
+        distinct_parts=distinct_parts,
     )
 
 

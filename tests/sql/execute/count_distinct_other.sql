@@ -1,0 +1,1 @@
+SELECT gender, COUNT(DISTINCT editor) AS editors FROM students GROUP BY gender

@@ -1,0 +1,3 @@
+-- expect: UnsafeQuery
+-- match: WITHIN GROUP
+SELECT MODE() WITHIN GROUP (ORDER BY scholarship) FROM students

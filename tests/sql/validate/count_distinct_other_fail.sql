@@ -1,3 +1,0 @@
--- expect: UnsafeQuery
--- match: privacy unit
-SELECT COUNT(DISTINCT editor) FROM students

@@ -1,0 +1,3 @@
+-- expect: UnsafeQuery
+-- match: public table
+SELECT COUNT(*) FROM editors_public
