@@ -35,7 +35,7 @@ from deniable.accounting.loss import (
     show,
 )
 from deniable.curator.session import Session
-from deniable.errors import DeniableError, InvalidParameter
+from deniable.errors import DeniableError, InvalidParameter, SQLError
 from deniable.query.answer import loss_from_json, loss_to_json, show_loss
 from deniable.query.plan import requested_loss
 
@@ -314,3 +314,29 @@ def test_huge_caps_print_and_serve(tmp_path: Path) -> None:
         with pytest.raises(DeniableError):  # over budget, printed without underflowing to 0
             s.sql("SELECT COUNT(*) AS n FROM t", epsilon=1)
         assert "1e-400" in repr(s.budget)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT COUNT(*) FROM t WHERE " + "(" * 3000 + "x > 1" + ")" * 3000,
+        "SELECT COUNT(*) FROM t WHERE " + "NOT " * 1000 + "x > 1",
+        "SELECT COUNT(*) FROM t WHERE x > " + " + ".join(["1"] * 4500),
+        "SELECT SUM(" + " + ".join(["x"] * 4000) + ") FROM t",
+        "SELECT " + " + ".join(["COUNT(*)"] * 1500) + " AS n FROM t",
+        "SELECT SUM(" + "CASE WHEN x > 1 THEN " * 190 + "1" + " END" * 190 + ") FROM t",
+    ],
+    ids=["parens", "not", "where-chain", "sum-chain", "post-chain", "case"],
+)
+def test_deeply_nested_sql_is_an_sql_error(query: str, tmp_path: Path) -> None:
+    """Deep trees are refused at parse time with SQLError, before any stage recurses."""
+    from deniable.curator.session import Session
+
+    s = Session(budget=Epsilon(epsilon=1), ledger=tmp_path / "l.db")
+    s.add_table(
+        "t", pd.DataFrame({"u": [1, 2], "x": [1.0, 2.0]}), privacy_unit="u", bounds={"x": (0, 5)}
+    )
+    with pytest.raises(SQLError, match="nest"):
+        s.sql(query, epsilon=0.5)
+    assert s.budget.history == []
+    s.close()

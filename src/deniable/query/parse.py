@@ -304,6 +304,12 @@ def parse(text: str) -> ParsedQuery:
             f"only SELECT queries are answered; a {kind} statement is refused "
             "(deniable never runs DDL, DML or commands)"
         )
+    deepest = _tree_depth(stmt)
+    if deepest > MAX_DEPTH:
+        raise SQLError(
+            f"the query's expressions nest {deepest} levels deep (at most {MAX_DEPTH}); "
+            "simplify it (e.g. fewer terms in one sum)"
+        )
     if top is not None:
         if stmt.args.get("limit"):
             raise refuse("use either TOP or LIMIT, not both", stmt.args["limit"], text)
@@ -312,6 +318,19 @@ def parse(text: str) -> ParsedQuery:
         return _parse_select(_canonical(stmt), text)
     except RecursionError:
         raise SQLError("the query nests too deeply; simplify it") from None
+
+
+def _tree_depth(root: exp.Expression) -> int:
+    """The depth of a syntax tree, computed without recursion (a long chain ``a + a + …``
+    is a deep tree that every later stage would walk recursively)."""
+    deepest = 0
+    stack: list[tuple[exp.Expression, int]] = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        for child in node.iter_expressions():
+            stack.append((child, depth + 1))
+    return deepest
 
 
 def _check_depth(text: str) -> None:
