@@ -329,22 +329,38 @@ VARIANTS = {
 def measure_compile(repeat: int, tmp: Path) -> dict[str, Any]:
     """Best-of-``repeat`` compile, statement and total times of each variant (seconds)."""
     import sqlglot
+    from sqlglot import ErrorLevel
 
-    from deniable.query.rewrite.compile import Secrets
+    from deniable.query.rewrite.compile import Secrets, render
 
     session = _compile_setup(tmp)
     caps = session._engine.capabilities
 
-    def parts(name: str) -> tuple[float, float, int]:
+    def parts(name: str) -> tuple[float, float, float, float, int]:
         table, key, median = VARIANTS[name]
         query = _compile_query(table, key, median)
         relation = session._bindings[table].name
         t0 = time.perf_counter()
         program = session.compile(query, epsilon=1)
         t1 = time.perf_counter()
-        sql = program.statement(caps, relation, Secrets(1, 2)).sql
+        compiled = program.statement(caps, relation, Secrets(1, 2))
         t2 = time.perf_counter()
-        return t1 - t0, t2 - t1, len(sql)
+        # the statement's render step alone, as compile_plan does it (sqlglot copies the tree)
+        text = render(compiled.statement, caps.dialect)
+        t3 = time.perf_counter()
+        # the same render without sqlglot's defensive copy of the (throw-away) tree
+        tree = compiled.statement.copy()
+        t4 = time.perf_counter()
+        uncopied = tree.sql(
+            dialect=caps.dialect,
+            normalize_functions="lower",
+            unsupported_level=ErrorLevel.RAISE,
+            copy=False,
+        )
+        t5 = time.perf_counter()
+        if text != compiled.sql or uncopied != compiled.sql:
+            raise RuntimeError("re-rendering the statement changed its text")
+        return t1 - t0, t2 - t1, t3 - t2, t5 - t4, len(compiled.sql)
 
     def floor() -> float:
         query = _compile_query("t_int", "k", False)
@@ -353,24 +369,26 @@ def measure_compile(repeat: int, tmp: Path) -> dict[str, Any]:
         return time.perf_counter() - t0
 
     cold = {name: parts(name) for name in VARIANTS}  # first call: warm-up, reported apart
-    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in VARIANTS}
+    samples: dict[str, list[tuple[float, float, float, float]]] = {n: [] for n in VARIANTS}
     floors: list[float] = []
     sizes: dict[str, int] = {}
     load_before = _load_average()
     for _ in range(repeat):
         floors.append(floor())
         for name in VARIANTS:
-            c, s, size = parts(name)
-            samples[name].append((c, s))
+            c, s, r, u, size = parts(name)
+            samples[name].append((c, s, r, u))
             sizes[name] = size
     load_after = _load_average()
     result: dict[str, Any] = {"variants": {}, "floor": min(floors), "repeat": repeat}
     for name, xs in samples.items():
         result["variants"][name] = {
-            "compile": min(c for c, _ in xs),
-            "statement": min(s for _, s in xs),
-            "total": min(c + s for c, s in xs),
-            "median_total": statistics.median(c + s for c, s in xs),
+            "compile": min(x[0] for x in xs),
+            "statement": min(x[1] for x in xs),
+            "render": min(x[2] for x in xs),
+            "render_no_copy": min(x[3] for x in xs),
+            "total": min(x[0] + x[1] for x in xs),
+            "median_total": statistics.median(x[0] + x[1] for x in xs),
             "cold_total": cold[name][0] + cold[name][1],
             "sql_chars": sizes[name],
         }
@@ -567,15 +585,17 @@ def _compile_section(comp: dict[str, Any]) -> list[str]:
         ),
         "",
         (
-            "| variant | compile (ms) | statement (ms) | total (ms) | × floor | median total "
-            "(ms) | cold total (ms) | SQL chars | < 20 ms |"
+            "| variant | compile (ms) | statement (ms) | of which render (ms) | render "
+            "without copy (ms) | total (ms) | × floor | median total (ms) | cold total (ms) "
+            "| SQL chars | < 20 ms |"
         ),
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, v in comp["variants"].items():
         ok = "yes" if 1e3 * v["total"] < COMPILE_TARGET_MS else "no"
         lines.append(
             f"| {name} | {1e3 * v['compile']:.1f} | {1e3 * v['statement']:.1f} | "
+            f"{1e3 * v['render']:.1f} | {1e3 * v['render_no_copy']:.1f} | "
             f"{1e3 * v['total']:.1f} | {v['total'] / floor:.0f} | "
             f"{1e3 * v['median_total']:.1f} | {1e3 * v['cold_total']:.1f} | "
             f"{v['sql_chars']} | {ok} |"

@@ -301,7 +301,7 @@ def parse(text: str) -> ParsedQuery:
         if isinstance(stmt, exp.SetOperation):
             raise UnsafeQuery(f"{kind} is not supported; send each SELECT separately")
         raise UnsafeQuery(
-            f"only SELECT queries are answered; a {kind} statement is refused "
+            f"only SELECT queries are answered; {_article(kind)} {kind} statement is refused "
             "(deniable never runs DDL, DML or commands)"
         )
     deepest = _tree_depth(stmt)
@@ -331,6 +331,10 @@ def _tree_depth(root: exp.Expression) -> int:
         for child in node.iter_expressions():
             stack.append((child, depth + 1))
     return deepest
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1].upper() in "AEIOU" else "a"
 
 
 def _check_depth(text: str) -> None:
