@@ -78,9 +78,7 @@ PLAIN_QUERY = (
 )
 DATA = "events_data"  # the native DuckDB table holding the rows
 FLOORS = {
-    "plain": (
-        f"SELECT category, count(*), sum(value), avg(value) FROM {DATA} GROUP BY category"
-    ),
+    "plain": (f"SELECT category, count(*), sum(value), avg(value) FROM {DATA} GROUP BY category"),
     "plain, join": (
         f"SELECT c.label, count(*), sum(e.value), avg(e.value) FROM {DATA} e "
         "JOIN cats_floor c ON e.category = c.category GROUP BY c.label"
@@ -150,7 +148,7 @@ def _new_session(tmp: Path, label: str):  # type: ignore[no-untyped-def]
     )
 
 
-def _cats():  # type: ignore[no-untyped-def]
+def _cats() -> Any:
     import pandas as pd
 
     return pd.DataFrame(
@@ -186,7 +184,7 @@ def _profile(con, sql: str, tmp: Path, runs: int = 3) -> dict[str, float]:  # ty
             con.execute("PRAGMA disable_profiling")
         totals = dict.fromkeys(OPERATORS, 0.0)
 
-        def walk(node: dict[str, Any]) -> None:
+        def walk(node: dict[str, Any], totals: dict[str, float] = totals) -> None:
             kind = str(node.get("operator_type", node.get("type", "")))
             key = kind if kind in OPERATORS else "other"
             timing = node.get("operator_timing", node.get("timing", 0.0))
@@ -226,7 +224,7 @@ def measure_join(n: int, repeat: int, tmp: Path) -> dict[str, Any]:
     def generated(query: str) -> str:
         program = session.compile(query, epsilon=1)
         joined = {k: b.name for k, b in session._joined(program.plan).items()}
-        return program.statement(caps, binding.name, Secrets(1, 2), joined).sql
+        return str(program.statement(caps, binding.name, Secrets(1, 2), joined).sql)
 
     join_sql, plain_sql = generated(JOIN_QUERY), generated(PLAIN_QUERY)
     fixed_sql = _equi_join(join_sql)
@@ -249,9 +247,10 @@ def measure_join(n: int, repeat: int, tmp: Path) -> dict[str, Any]:
         # a new ε each time, so that the answer cache does not serve it
         return lambda i: session.sql(query, epsilon=Fraction(1) + Fraction(i + 1, 10**9))
 
-    runs: dict[str, Callable[[int], object]] = {
-        name: (lambda i, q=sql: con.sql(q).fetchall()) for name, sql in FLOORS.items()
-    }
+    def floor(sql: str) -> Callable[[int], object]:
+        return lambda i: con.sql(sql).fetchall()
+
+    runs = {name: floor(sql) for name, sql in FLOORS.items()}
     runs |= {
         "dp": dp(PLAIN_QUERY),
         "dp, join": dp(JOIN_QUERY),
@@ -640,8 +639,8 @@ def main() -> None:
     parser.add_argument("--dump", help="also write the raw figures as JSON here")
     args = parser.parse_args()
     command = (
-        ".venv/bin/python benchmarks/compile_join.py --sizes "
-        + " ".join(f"{n:.0e}".replace("+0", "") for n in args.sizes)
+        ".venv/bin/python benchmarks/compile_join.py"
+        + (" --sizes " + " ".join(f"{n:.0e}".replace("+0", "") for n in args.sizes))
         + f" --repeat {args.repeat} --compile-repeat {args.compile_repeat}"
         + (" --no-compile" if args.no_compile else "")
     )

@@ -410,14 +410,33 @@ class _Binder:
         def is_col(e: exp.Expression, tbl: str, name: str) -> bool:
             return isinstance(e, exp.Column) and e.table == tbl and e.name.lower() == name.lower()
 
+        tables = {MAIN_ALIAS: self.main, alias: table, **{j.alias: j.table for j in self.joins}}
+
+        def type_of(e: exp.Expression) -> tuple[ColumnKind, str | None]:
+            if isinstance(e, exp.Column) and e.table in tables:
+                col = tables[e.table].lookup(e.name)
+                if col is not None:
+                    return col.kind, col.sql_type.upper()
+            return _guess_kind(e, scope), None
+
+        def comparable(a: exp.Expression, b: exp.Expression) -> bool:
+            """Equality without an implicit conversion that could make two distinct values
+            of one side equal one value of the other (e.g. '1' and '01' against 1)."""
+            (ka, ta), (kb, tb) = type_of(a), type_of(b)
+            if ka is not kb:
+                return False
+            if ka is ColumnKind.REAL and "DECIMAL" in f"{ta}{tb}":
+                return ta == tb
+            return True
+
         side = (join.args.get("side") or "").upper()
         kind = "LEFT" if side == "LEFT" else "INNER"
         if table.public:
 
             def equated(key: str) -> bool:
                 return any(
-                    (is_col(a, alias, key) and alias not in _tables(b))
-                    or (is_col(b, alias, key) and alias not in _tables(a))
+                    (is_col(a, alias, key) and alias not in _tables(b) and comparable(a, b))
+                    or (is_col(b, alias, key) and alias not in _tables(a) and comparable(a, b))
                     for a, b in equalities
                 )
 
@@ -425,8 +444,9 @@ class _Binder:
                 keys = " or ".join("(" + ", ".join(k) + ")" for k in table.unique_keys)
                 raise self.refuse(
                     f"a join with public table {table.name!r} must equate one of its unique "
-                    f"keys ({keys or 'none declared'}) with values of the private row, so that "
-                    "each private row matches at most one public row",
+                    f"keys ({keys or 'none declared'}) with values of the private row of the "
+                    "same type (CAST the private side if needed), so that each private row "
+                    "matches at most one public row",
                     join,
                 )
         else:
@@ -448,6 +468,16 @@ class _Binder:
                     f"two private tables can be joined only on their privacy unit "
                     f"({self.main.name}.{unit_a} = {table.name}.{unit_b}): any other join "
                     "would mix the rows of different people",
+                    join,
+                )
+            kind_a = self.main.column(unit_a).kind
+            kind_b = table.column(unit_b).kind
+            if kind_a is not kind_b or kind_a not in (ColumnKind.INTEGER, ColumnKind.TEXT):
+                raise self.refuse(
+                    f"the privacy units {self.main.name}.{unit_a} "
+                    f"({self.main.column(unit_a).sql_type}) and {table.name}.{unit_b} "
+                    f"({table.column(unit_b).sql_type}) must both be integers or both text: "
+                    "an implicit conversion could make two people one",
                     join,
                 )
         self.joins.append(JoinSpec(table, alias, kind, on))
