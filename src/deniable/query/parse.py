@@ -321,8 +321,10 @@ def parse(text: str) -> ParsedQuery:
 
 
 def _tree_depth(root: exp.Expression) -> int:
-    """The depth of a syntax tree, computed without recursion (a long chain ``a + a + …``
-    is a deep tree that every later stage would walk recursively)."""
+    """The depth of a syntax tree, computed without recursion.
+
+    A long chain ``a + a + …`` is a deep tree that every later stage would walk recursively.
+    """
     deepest = 0
     stack: list[tuple[exp.Expression, int]] = [(root, 1)]
     while stack:

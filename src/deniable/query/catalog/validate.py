@@ -420,8 +420,11 @@ class _Binder:
             return _guess_kind(e, scope), None
 
         def comparable(a: exp.Expression, b: exp.Expression) -> bool:
-            """Equality without an implicit conversion that could make two distinct values
-            of one side equal one value of the other (e.g. '1' and '01' against 1)."""
+            """Equality without an implicit conversion between the two sides.
+
+            A conversion could make two distinct values of one side equal one value of the
+            other (e.g. '1' and '01' against 1).
+            """
             (ka, ta), (kb, tb) = type_of(a), type_of(b)
             if ka is not kb:
                 return False
