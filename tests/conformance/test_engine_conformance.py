@@ -909,13 +909,6 @@ REFUSALS: list[tuple[str, str, dict[str, object], type[Exception], str]] = [
         UnsafeQuery,
         "privacy unit",
     ),
-    (
-        "distinct-other",
-        "SELECT COUNT(DISTINCT cat) FROM ev_int",
-        {"epsilon": 1},
-        UnsafeQuery,
-        "privacy unit",
-    ),
     ("sum-text", "SELECT SUM(s) FROM ev_int", {"epsilon": 1}, UnsafeQuery, "numeric column"),
     (
         "no-bounds",

@@ -103,7 +103,9 @@ def l1_shift(plan: DPPlan, a: ExactAggregates, b: ExactAggregates, m: Measure) -
 
 def references(plan: DPPlan, pair: Pair) -> list[tuple[I64, I64]]:
     """The two reference answers ``(c, c')`` of each measure (the statistic's centres)."""
-    return [(domain_vector(plan, pair.d, m), domain_vector(plan, pair.d2, m)) for m in plan.measures]
+    return [
+        (domain_vector(plan, pair.d, m), domain_vector(plan, pair.d2, m)) for m in plan.measures
+    ]
 
 
 def llr_samples(
@@ -130,7 +132,8 @@ def llr_samples(
     t = np.zeros(n)
     for j, (m, mn, (c, c2)) in enumerate(zip(plan.measures, measures, ref, strict=True)):
         x = np.tile(domain_vector(plan, exact, m), n)
-        y = _additive(mn, x, SeededRandom(1000 * seed + j)).value.reshape(n, -1)
+        y = np.asarray(_additive(mn, x, SeededRandom(1000 * seed + j)).value, dtype=np.int64)
+        y = y.reshape(n, -1)
         w = float(m.budget / m.sensitivity)
         t += w * (np.abs(y - c) - np.abs(y - c2)).sum(axis=1)
     return t

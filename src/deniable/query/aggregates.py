@@ -249,20 +249,15 @@ class DistinctCount(Count):
 
     Counted over the bounded rows: one unit keeps at most ``r`` rows in each of at most
     ``m`` partitions, so adding or removing it changes a partition's number of distinct
-    values by at most ``min(r, |domain|)`` (the domain of the column's declared public keys,
-    when it has one) — the sensitivity the bounds imply.
-
-    Attributes:
-        domain_size: the size of the column's public domain, or None.
+    values by at most ``r`` — the sensitivity the bounds imply. (A declared domain of the
+    column does not lower it: values outside the domain are counted too.)
     """
-
-    domain_size: int | None = None
 
     label: ClassVar[str] = "count_distinct"
 
     def plan(self, budget: Fraction, ctx: PlanContext) -> tuple[Measure, ...]:
-        """One distinct-count measure with partition sensitivity ``min(r, |domain|)``."""
-        per = ctx.max_rows if self.domain_size is None else min(ctx.max_rows, self.domain_size)
+        """One distinct-count measure with partition sensitivity ``r``."""
+        per = ctx.max_rows
         return (
             count_measure(
                 ctx.new_id(), "distinct", self.column, budget, ctx.loss_kind, ctx.max_groups, per

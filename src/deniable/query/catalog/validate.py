@@ -297,6 +297,7 @@ class _Binder:
             body = item.this
             assert isinstance(body, exp.Select)
             alias = item.alias
+            _check_alias(alias, item, self.text)
             if not alias:
                 raise self.refuse("a subquery in FROM needs an alias", item)
             if join is not None:
@@ -312,6 +313,7 @@ class _Binder:
                 raise self.refuse(f"table {item.name} has an unsupported modifier ({arg})", item)
         name = item.name
         alias = item.alias or name
+        _check_alias(alias, item, self.text)
         if name.lower() in self.ctes and not item.args.get("db"):
             if join is not None:
                 raise self.refuse("joining a WITH table is not supported; join the table", item)
@@ -560,6 +562,9 @@ class _Binder:
             raise self.refuse("* is not allowed here", col)
         if col.args.get("db") or col.args.get("catalog"):
             raise self.refuse("qualify columns with a table name or alias only", col)
+        internal = self.internal().get(col.table)
+        if internal is not None and col.name.lower() in internal:
+            return internal[col.name.lower()]  # a column of a tree deniable already bound
         try:
             found = scope.lookup(col)
         except SQLError as e:
@@ -569,6 +574,32 @@ class _Binder:
             where = f" in table {self.main.name!r}" if single and self.main else ""
             raise _sql_error(f"unknown column {col.name!r}{where}", position_of(col, self.text))
         return found
+
+    def internal(self) -> dict[str, dict[str, _Name]]:
+        """The generated statement's aliases (``__t``, ``__j<n>``) and their columns."""
+        out: dict[str, dict[str, _Name]] = {}
+        if self.main is not None:
+            out[MAIN_ALIAS] = self.columns_of(self.main, MAIN_ALIAS)
+        for j in self.joins:
+            out[j.alias] = self.columns_of(j.table, j.alias)
+        return out
+
+    def inline(self, node: exp.Expression, scope: _Scope) -> exp.Expression:
+        """``node`` with every column of a WITH table or subquery replaced by its definition.
+
+        Bounds are then derived from the base columns exactly as if it were written inline.
+        """
+
+        def visit(n: exp.Expression) -> exp.Expression:
+            if isinstance(n, exp.Column) and not n.is_star:
+                found = self.name(n, scope)
+                if found.base is None and not isinstance(found.expr, exp.Column):
+                    return exp.Paren(this=found.expr.copy())
+            return n
+
+        out = node.copy().transform(visit)
+        assert isinstance(out, exp.Expression)
+        return out
 
     def qualify(
         self, node: exp.Expression, scope: _Scope, what: str, *, check: bool
@@ -586,6 +617,11 @@ class _Binder:
         out = node.copy().transform(visit)
         assert isinstance(out, exp.Expression)
         return rowexpr.total_casts(out)
+
+
+def _check_alias(alias: str, node: exp.Expression, text: str) -> None:
+    if alias.startswith("__"):
+        raise refuse(f"names starting with '__' are reserved ({alias!r}); rename it", node, text)
 
 
 def _paren_if_needed(e: exp.Expression) -> exp.Expression:
@@ -878,6 +914,12 @@ def _bind_key(
     plain = _strip(g)
     if isinstance(plain, exp.Column):
         found = binder.name(plain, scope)
+        if found.base is None and not isinstance(found.expr, exp.Column):
+            # a WITH/subquery column defined by an expression: group by its definition
+            g = binder.inline(g, scope)
+            plain = _strip(g)
+    if isinstance(plain, exp.Column):
+        found = binder.name(plain, scope)
         if found.unit:
             raise UnsafeQuery(
                 f"grouping by the privacy unit {found.label!r} would release one group per "
@@ -1033,8 +1075,9 @@ def _resolve_aggregate(
             column = Column(
                 f"expr:{normalize(tree)}", _SQL_TYPES.get(arg_kind, "VARCHAR"), arg_kind, expr=tree
             )
-        size = len(base.domain) if base is not None and base.domain is not None else None
-        return DistinctCount(column, None, domain_size=size)
+        # The sensitivity is max_rows: a declared domain of the column does not bound it,
+        # since rows with values outside the domain are counted too.
+        return DistinctCount(column, None)
     if not kind.needs_bounds:
         if base is not None and base.base is not None:
             return kind(base.base, None)
@@ -1073,6 +1116,7 @@ def _resolve_aggregate(
         column = Column(f"expr:{normalize(tree)}", "DOUBLE", ColumnKind.REAL, expr=tree)
         return _make(kind, call, column, override)
     rowexpr.check_row(arg, what, lambda m, n: refuse(m, n, text))
+    arg = binder.inline(arg, scope)
     derived = rowexpr.value_bounds(
         arg,
         lambda c: binder.leaf(c, scope),
