@@ -430,3 +430,31 @@ def test_row_policies_are_stated_as_policy_never_as_counts(tmp_path: Path) -> No
     assert texts[0] == texts[1]
     joined = " ".join(texts[0])
     assert "NULL" in joined and "at most 2 row(s)" in joined and "[0, 5]" in joined
+
+
+def test_join_across_connections_is_refused_clearly(tmp_path: Path) -> None:
+    """A table of the caller's DuckDB connection cannot join a public table copied into the
+    engine: the refusal says why, before anything is charged."""
+    import duckdb
+
+    from deniable.errors import InvalidParameter
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE ev AS SELECT i % 7 AS u, i % 3 AS k FROM range(100) t(i)")
+    s = Session(budget=Epsilon(epsilon=1), ledger=tmp_path / "l.db")
+    s.add_table("ev", con, privacy_unit="u")
+    s.add_public_table("ks", pd.DataFrame({"k": [0, 1, 2], "label": ["a", "b", "c"]}))
+    with pytest.raises(InvalidParameter, match="different databases"):
+        s.sql(
+            "SELECT ks.label, COUNT(*) AS n FROM ev JOIN ks ON ev.k = ks.k GROUP BY ks.label",
+            epsilon=0.5,
+        )
+    assert s.budget.history == []
+    s.add_table("ev2", pd.DataFrame({"u": [1, 2], "k": [0, 1]}), privacy_unit="u")
+    answer = s.sql(
+        "SELECT ks.label, COUNT(*) AS n FROM ev2 JOIN ks ON ev2.k = ks.k GROUP BY ks.label",
+        epsilon=0.5,
+    )
+    assert list(answer["label"]) == ["a", "b", "c"]
+    s.close()
+    con.close()

@@ -558,7 +558,17 @@ class Session:
         )
 
     def _joined(self, plan: DPPlan) -> dict[str, TableBinding]:
-        return {j.table.name: self._bindings[j.table.name] for j in plan.query.joins}
+        main = self._bindings[plan.query.table.name]
+        out = {j.table.name: self._bindings[j.table.name] for j in plan.query.joins}
+        for name, binding in out.items():
+            if not self._engine.joinable(main, binding):
+                raise InvalidParameter(
+                    f"tables {plan.query.table.name!r} and {name!r} live in different "
+                    "databases of the engine (one was registered from your own DuckDB "
+                    "connection or relation), so one query cannot join them: register both "
+                    "from files or DataFrames, or both from the same connection"
+                )
+        return out
 
     # -- internals -------------------------------------------------------------------------
 

@@ -224,6 +224,10 @@ class Engine(Protocol):
         """
         ...
 
+    def joinable(self, binding: TableBinding, other: TableBinding) -> bool:
+        """Whether one statement can read both tables (e.g. the same database connection)."""
+        ...
+
     def materialize(self, binding: TableBinding) -> TableBinding:
         """Copy a bound table into the engine; return the copy's binding.
 

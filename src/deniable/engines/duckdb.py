@@ -378,6 +378,16 @@ class DuckDBEngine:
         version = f"{binding.version}/sample-{uuid.uuid4().hex}"
         return TableBinding(name=name, columns=binding.columns, version=version)
 
+    def joinable(self, binding: TableBinding, other: TableBinding) -> bool:
+        """Whether one statement can read both bindings.
+
+        True when both live in the engine's own connection, or share one caller's connection
+        (a caller's relation is read through itself alone).
+        """
+        if binding.name in self._local and other.name in self._local:
+            return True
+        return bool(self._runner(binding) == self._runner(other))
+
     def materialize(self, binding: TableBinding) -> TableBinding:
         """Copy a bound table into a temporary table of the engine's connection; bind it.
 
