@@ -150,9 +150,22 @@ def test_rendering_never_drops_a_construct_silently(tmp_path) -> None:  # type: 
     from deniable.errors import InternalError
 
     s = _session(tmp_path)
-    plan = s.plan("SELECT COUNT(*) AS n FROM t WHERE v > 1", epsilon=1)
+    plan = s.plan("SELECT COUNT(*) AS n FROM t WHERE v + 1 > 2", epsilon=1)
     compiled = compile_plan(plan, DuckDBEngine.capabilities, "b", Secrets(1, 2))
     assert "try(" in compiled.render("duckdb")
     with pytest.raises(InternalError):  # PostgreSQL has no TRY: never rendered without it
         compiled.render("postgres")
+    s.close()
+
+
+def test_comparisons_that_cannot_raise_are_not_wrapped_in_try(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """TRY hides a predicate from the optimiser; it is kept only where a row could raise:
+    a comparison of a text column with a number converts row by row and may fail."""
+    s = _session(tmp_path)
+    safe = s.plan("SELECT COUNT(*) AS n FROM t WHERE v > 1", epsilon=1)
+    sql = compile_plan(safe, DuckDBEngine.capabilities, "b", Secrets(1, 2)).sql
+    assert "try(" not in sql
+    risky = s.plan('SELECT COUNT(*) AS n FROM t WHERE "we""ird key" = 5', epsilon=1)
+    sql = compile_plan(risky, DuckDBEngine.capabilities, "b", Secrets(1, 2)).sql
+    assert "try(" in sql
     s.close()

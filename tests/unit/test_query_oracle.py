@@ -10,6 +10,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -18,6 +20,10 @@ import pytest
 
 from deniable.accounting.loss import EpsilonDelta
 from deniable.curator.session import Session
+from deniable.query.plan import DPPlan
+from deniable.query.release import ExactAggregates
+from deniable.query.rewrite import compile as compile_module
+from deniable.query.rewrite.compile import CompiledQuery, Secrets
 from deniable.query.testing import exact_aggregates
 
 R, M = 3, 2
@@ -27,7 +33,7 @@ LO, HI = -5.0, 50.0
 def _events(seed: int, *, bounded: bool) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     rows = []
-    cats = ["a", "b", "c", "d", "e", None]
+    cats = np.array(["a", "b", "c", "d", "e", None], dtype=object)
     for u in range(300):
         if bounded:
             ks = rng.choice(cats, size=int(rng.integers(1, M + 1)), replace=False)
@@ -53,8 +59,9 @@ def _events(seed: int, *, bounded: bool) -> pd.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def sessions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Session]:
-    out = {}
+def sessions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """Sessions ``heavy`` and ``bounded``, and their data frames ``heavy_df``, ``bounded_df``."""
+    out: dict[str, Any] = {}
     for name, bounded in (("heavy", False), ("bounded", True)):
         s = Session(
             budget=EpsilonDelta(epsilon=10, delta=1e-3),
@@ -79,7 +86,7 @@ def sessions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Session]:
             max_rows=R,
         )
         out[name] = s
-        out[name + "_df"] = df  # type: ignore[assignment]
+        out[name + "_df"] = df
     yield out
     for _k, v in out.items():
         if isinstance(v, Session):
@@ -130,7 +137,7 @@ def _reference(plan_measures: dict[str, object], e_sum: int, e_avg: int, centre:
     """
 
 
-def test_optimised_bounding_equals_straightforward_reference(sessions: dict[str, Session]) -> None:
+def test_optimised_bounding_equals_straightforward_reference(sessions: dict[str, Any]) -> None:
     session = sessions["heavy"]
     plan, compiled, exact = exact_aggregates(
         session, QUERY, not_private=True, epsilon=1, delta=1e-6
@@ -173,7 +180,7 @@ def test_optimised_bounding_equals_straightforward_reference(sessions: dict[str,
     assert int(exact.measures[ms[0].id].sum()) < int((raw.qty >= 0).sum())
 
 
-def test_counts_only_need_no_rows(sessions: dict[str, Session]) -> None:
+def test_counts_only_need_no_rows(sessions: dict[str, Any]) -> None:
     """COUNT(*) alone keeps min(rows, max_rows) per kept partition without re-reading rows,
     and agrees with the full query's counts under the same secrets."""
     session = sessions["heavy"]
@@ -196,7 +203,7 @@ def test_counts_only_need_no_rows(sessions: dict[str, Session]) -> None:
     assert {k: int(counts.units[i]) for i, k in enumerate(counts.keys)} == units_of
 
 
-def test_bounds_hold_per_unit(sessions: dict[str, Session]) -> None:
+def test_bounds_hold_per_unit(sessions: dict[str, Any]) -> None:
     """No unit has more than M partitions and R rows in each after bounding."""
     session = sessions["heavy"]
     _plan, compiled, _ = exact_aggregates(session, QUERY, not_private=True, epsilon=1, delta=1e-6)
@@ -211,10 +218,10 @@ def test_bounds_hold_per_unit(sessions: dict[str, Session]) -> None:
 
 
 def _half_away(x: np.ndarray) -> np.ndarray:
-    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+    return np.asarray(np.sign(x) * np.floor(np.abs(x) + 0.5), dtype=float)
 
 
-def test_prebounded_data_equals_pandas(sessions: dict[str, Session]) -> None:
+def test_prebounded_data_equals_pandas(sessions: dict[str, Any]) -> None:
     session, df = sessions["bounded"], sessions["bounded_df"]
     plan, _, exact = exact_aggregates(session, QUERY, not_private=True, epsilon=1, delta=1e-6)
     ms = plan.measures
@@ -248,7 +255,7 @@ def test_prebounded_data_equals_pandas(sessions: dict[str, Session]) -> None:
 MEDIAN_QUERY = "SELECT category, COUNT(*) AS n, MEDIAN(value) AS med FROM events GROUP BY category"
 
 
-def test_quantile_path_histograms_match_reference(sessions: dict[str, Session]) -> None:
+def test_quantile_path_histograms_match_reference(sessions: dict[str, Any]) -> None:
     session = sessions["heavy"]
     plan, _compiled, exact = exact_aggregates(
         session, MEDIAN_QUERY, not_private=True, epsilon=1, delta=1e-6
@@ -283,3 +290,160 @@ def test_quantile_path_histograms_match_reference(sessions: dict[str, Session]) 
     # NULL and NaN values are in no bin
     raw_values = sessions["heavy_df"].value
     assert total < int(raw_values.notna().sum())
+
+
+# --- the fast form of histogram and distinct measures against the plain form -------------
+#
+# Queries with quantiles, MIN/MAX or COUNT(DISTINCT col) read the bounded rows themselves.
+# The default form re-reads only kept partitions (ranking the rows of those above max_rows);
+# the plain form ranks every row, then every partition. For the same secrets they must keep
+# the same partitions and rows, so every exact aggregate must be identical.
+
+FORM_QUERIES = {
+    "median": "SELECT category, MEDIAN(value) AS m FROM {t} GROUP BY category",
+    "quantile_min_max": (
+        "SELECT category, QUANTILE(value, 0.25) AS q, MIN(qty) AS lo, MAX(value) AS hi "
+        "FROM {t} GROUP BY category"
+    ),
+    "distinct": (
+        "SELECT category, COUNT(DISTINCT qty) AS d, COUNT(DISTINCT value) AS dv "
+        "FROM {t} GROUP BY category"
+    ),
+    "mixed": (
+        "SELECT category, COUNT(*) AS n, SUM(value) AS s, AVG(qty) AS a, MEDIAN(value) AS m, "
+        "MAX(qty) AS hi, COUNT(DISTINCT qty) AS d, COUNT(value) AS c, "
+        "COUNT(DISTINCT user_id) AS u FROM {t} WHERE qty >= 0 GROUP BY category"
+    ),
+    "ungrouped": "SELECT MEDIAN(value) AS m FROM {t}",
+    "ungrouped_mixed": (
+        "SELECT COUNT(*) AS n, MIN(value) AS lo, SUM(qty) AS s, AVG(value) AS a, "
+        "COUNT(DISTINCT category) AS d, QUANTILE(qty, 0.9) AS q FROM {t}"
+    ),
+}
+# private keys (partition selection), a public domain larger than max_groups (partitions
+# ranked), a public domain no larger than max_groups (no partition ranking at all)
+FORM_TABLES = ("events", "events_public", "events_small")
+FORM_SECRETS = (
+    Secrets(rows=1, partitions=2),
+    Secrets(rows=0x5DEECE66D1234567, partitions=0x2545F4914F6CDD1D),
+)
+
+
+def _forms_frame() -> pd.DataFrame:
+    """The heavy events, plus units with many rows in many partitions (most above R)."""
+    df = _events(11, bounded=False)
+    rng = np.random.default_rng(5)
+    extra = []
+    for u in range(1000, 1012):
+        for k in ["a", "b", "c", "d", "e", None]:
+            for _ in range(int(rng.integers(1, 40))):
+                v = float(rng.normal(20, 30)) if rng.random() > 0.1 else np.nan
+                extra.append((u, k, v, int(rng.integers(-3, 15))))
+    more = pd.DataFrame(extra, columns=df.columns)
+    more["value"] = more.value.astype(object)
+    return pd.concat([df, more], ignore_index=True)
+
+
+@pytest.fixture(scope="module")
+def forms(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Session, pd.DataFrame]]:
+    df = _forms_frame()
+    table = pa.table(
+        {
+            "user_id": pa.array(list(df.user_id), type=pa.int64()),
+            "category": pa.array([c if isinstance(c, str) else None for c in df.category]),
+            "value": pa.array(list(df.value), type=pa.float64(), from_pandas=False),
+            "qty": pa.array(df.qty.tolist(), type=pa.int64()),
+        }
+    )
+    s = Session(
+        budget=EpsilonDelta(epsilon=10, delta=1e-3),
+        ledger=tmp_path_factory.mktemp("forms") / "ledger.db",
+    )
+    policy: dict[str, object] = {
+        "privacy_unit": "user_id",
+        "bounds": {"value": (LO, HI), "qty": (0, 10)},
+        "max_groups": M,
+        "max_rows": R,
+    }
+    s.add_table("events", table, **policy)  # type: ignore[arg-type]
+    domain = ["a", "b", "c", "d", "e", None]
+    s.add_table("events_public", table, public_keys={"category": domain}, **policy)  # type: ignore[arg-type]
+    s.add_table("events_small", table, public_keys={"category": ["a", None]}, **policy)  # type: ignore[arg-type]
+    yield s, df
+    s.close()
+
+
+def _by_key(exact: ExactAggregates) -> dict[str, object]:
+    """Every exact aggregate, keyed by partition key (independent of the result's row order)."""
+    out: dict[str, object] = {"keys": set(exact.keys)}
+    out["units"] = dict(zip(exact.keys, exact.units.tolist(), strict=True))
+    for mid, values in exact.measures.items():
+        out[mid] = dict(zip(exact.keys, values.tolist(), strict=True))
+    for mid, hist in exact.histograms.items():
+        out["hist " + mid] = {k: v.tolist() for k, v in hist.items()}
+    return out
+
+
+def _run_form(
+    session: Session,
+    query: str,
+    secrets: Secrets,
+    *,
+    plain: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[DPPlan, CompiledQuery, ExactAggregates]:
+    monkeypatch.setattr(compile_module, "PLAIN_FORM", plain)
+    options: dict[str, object] = {"epsilon": 1}
+    if "GROUP BY" in query and "FROM events " in query + " ":
+        options["delta"] = 1e-6  # private keys: partition selection
+    return exact_aggregates(session, query, not_private=True, secrets=secrets, **options)
+
+
+@pytest.mark.parametrize("table", FORM_TABLES)
+@pytest.mark.parametrize("name", sorted(FORM_QUERIES))
+def test_fast_histogram_form_equals_plain_form(
+    forms: tuple[Session, pd.DataFrame], name: str, table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session, _ = forms
+    query = FORM_QUERIES[name].format(t=table)
+    for secrets in FORM_SECRETS:
+        plan, fast_sql, fast = _run_form(
+            session, query, secrets, plain=False, monkeypatch=monkeypatch
+        )
+        _, plain_sql, plain = _run_form(
+            session, query, secrets, plain=True, monkeypatch=monkeypatch
+        )
+        # the two forms are really different statements
+        assert "__ranked" not in fast_sql.sql and "__lrows" in fast_sql.sql
+        assert "__ranked" in plain_sql.sql and "__lrows" not in plain_sql.sql
+        assert any(m.kind in ("histogram", "distinct") for m in plan.measures)
+        got, want = _by_key(fast), _by_key(plain)
+        assert got == want
+        assert len(got["keys"]) >= 1  # type: ignore[arg-type]
+        if "GROUP BY" in query and table != "events_small":
+            assert len(got["keys"]) >= 5  # type: ignore[arg-type]
+            assert (None,) in got["keys"]  # type: ignore[operator]
+
+
+def test_form_comparison_sees_which_rows_and_partitions_are_kept(
+    forms: tuple[Session, pd.DataFrame], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Negative controls: the comparison above would catch a fast form that kept other rows
+    or other partitions (here: the plain form under another row or partition secret), and
+    the data has the shapes that make both bounds bite."""
+    session, df = forms
+    query = FORM_QUERIES["mixed"].format(t="events_public")
+    base = Secrets(rows=1, partitions=2)
+    _, _, fast = _run_form(session, query, base, plain=False, monkeypatch=monkeypatch)
+    for other in (Secrets(rows=3, partitions=2), Secrets(rows=1, partitions=4)):
+        _, _, plain = _run_form(session, query, other, plain=True, monkeypatch=monkeypatch)
+        got, want = _by_key(fast), _by_key(plain)
+        hist = [k for k in got if k.startswith("hist ")]
+        assert hist and any(got[k] != want[k] for k in hist)
+    # heavy partitions among the kept ones, and units above max_groups
+    d = df[df.user_id.notna() & (df.qty >= 0)]
+    sizes = d.groupby(["user_id", "category"], dropna=False).size()
+    assert int((sizes > R).sum()) >= 50 and int((sizes > 3 * R).sum()) >= 10
+    parts = sizes.groupby(level=0).size()
+    assert int((parts > M).sum()) >= 20
+    assert d.value.isna().sum() >= 10 and d.category.isna().sum() >= 10

@@ -1,4 +1,45 @@
-WITH __rows AS (
+WITH __l1 AS (
+  SELECT
+    __u,
+    __k0,
+    count(*) AS __n
+  FROM (
+    SELECT
+      __t.`uid` AS __u,
+      __t.`g` AS __k0
+    FROM `__deniable_0` AS __t
+    WHERE
+      (
+        __t.`g` IN ('x', 'y') OR __t.`g` IS NULL
+      ) AND __t.`uid` IS NOT NULL
+  ) AS __r
+  GROUP BY
+    __u,
+    __k0
+), __capped AS (
+  SELECT
+    __u,
+    __k0,
+    __n
+  FROM (
+    SELECT
+      *,
+      row_number() OVER (
+        PARTITION BY __u
+        ORDER BY xxhash64(xxhash64(CAST(2 AS BIGINT) ^ xxhash64(__u)) ^ xxhash64(__k0)) NULLS LAST, __k0 NULLS LAST
+      ) AS __pr
+    FROM __l1
+  ) AS __p
+  WHERE
+    __pr <= 2 AND __pr > 0
+), __heavy AS (
+  SELECT
+    __u,
+    __k0
+  FROM __capped
+  WHERE
+    __n > 3
+), __hrows AS (
   SELECT
     __t.`uid` AS __u,
     __t.`g` AS __k0,
@@ -36,63 +77,99 @@ WITH __rows AS (
       END
     ) AS __v0
   FROM `__deniable_0` AS __t
+  SEMI JOIN __heavy AS __r
+    ON __t.`uid` IS NOT DISTINCT FROM __r.__u AND __t.`g` IS NOT DISTINCT FROM __r.__k0
   WHERE
     (
       __t.`g` IN ('x', 'y') OR __t.`g` IS NULL
     ) AND __t.`uid` IS NOT NULL
-), __ranked AS (
-  SELECT
-    *,
-    row_number() OVER (
-      PARTITION BY __u, __k0
-      ORDER BY xxhash64(
-        xxhash64(xxhash64(CAST(1 AS BIGINT) ^ xxhash64(__u)) ^ xxhash64(__k0)) ^ xxhash64(__v0)
-      ) NULLS LAST, __v0 NULLS LAST
-    ) AS __rn
-  FROM __rows
-), __rkept AS (
+), __hkept AS (
   SELECT
     __u,
     __k0,
     __v0
-  FROM __ranked
+  FROM (
+    SELECT
+      *,
+      row_number() OVER (
+        PARTITION BY __u, __k0
+        ORDER BY xxhash64(
+          xxhash64(xxhash64(CAST(1 AS BIGINT) ^ xxhash64(__u)) ^ xxhash64(__k0)) ^ xxhash64(__v0)
+        ) NULLS LAST, __v0 NULLS LAST
+      ) AS __rn
+    FROM __hrows
+  ) AS __h
   WHERE
     __rn <= 3 AND __rn > 0
-), __parts AS (
+), __light AS (
+  SELECT
+    __u,
+    __k0
+  FROM __capped
+  WHERE
+    __n <= 3
+), __lrows AS (
+  SELECT
+    __t.`uid` AS __u,
+    __t.`g` AS __k0,
+    (
+      CASE
+        WHEN CAST(round(
+          (
+            (
+              CASE
+                WHEN CAST(__t.`v` AS DOUBLE) IS NULL OR isnan(CAST(__t.`v` AS DOUBLE))
+                THEN NULL
+                ELSE least(greatest(CAST(__t.`v` AS DOUBLE), CAST('0.0' AS DOUBLE)), CAST('20.0' AS DOUBLE))
+              END
+            ) - CAST('0.0' AS DOUBLE)
+          ) * CAST('50.0' AS DOUBLE)
+        ) AS BIGINT) IS NULL
+        THEN NULL
+        ELSE least(
+          greatest(
+            CAST(round(
+              (
+                (
+                  CASE
+                    WHEN CAST(__t.`v` AS DOUBLE) IS NULL OR isnan(CAST(__t.`v` AS DOUBLE))
+                    THEN NULL
+                    ELSE least(greatest(CAST(__t.`v` AS DOUBLE), CAST('0.0' AS DOUBLE)), CAST('20.0' AS DOUBLE))
+                  END
+                ) - CAST('0.0' AS DOUBLE)
+              ) * CAST('50.0' AS DOUBLE)
+            ) AS BIGINT),
+            0
+          ),
+          1000
+        )
+      END
+    ) AS __v0
+  FROM `__deniable_0` AS __t
+  SEMI JOIN __light AS __r
+    ON __t.`uid` IS NOT DISTINCT FROM __r.__u AND __t.`g` IS NOT DISTINCT FROM __r.__k0
+  WHERE
+    (
+      __t.`g` IN ('x', 'y') OR __t.`g` IS NULL
+    ) AND __t.`uid` IS NOT NULL
+), __bounded AS (
   SELECT
     __u,
     __k0,
-    row_number() OVER (
-      PARTITION BY __u
-      ORDER BY xxhash64(xxhash64(CAST(2 AS BIGINT) ^ xxhash64(__u)) ^ xxhash64(__k0)) NULLS LAST, __k0 NULLS LAST
-    ) AS __pr
-  FROM (
-    SELECT DISTINCT
-      __u,
-      __k0
-    FROM __rkept
-  ) AS __d
-), __pkept AS (
+    __v0
+  FROM __lrows
+  UNION ALL
   SELECT
-    *
-  FROM __parts
-  WHERE
-    __pr <= 2 AND __pr > 0
-), __bounded AS (
-  SELECT
-    __l.*
-  FROM __rkept AS __l
-  SEMI JOIN __pkept AS __r
-    ON __l.__u IS NOT DISTINCT FROM __r.__u AND __l.__k0 IS NOT DISTINCT FROM __r.__k0
+    __u,
+    __k0,
+    __v0
+  FROM __hkept
 ), __kept AS (
   SELECT
     __u,
     __k0,
-    count(*) AS __n
-  FROM __bounded
-  GROUP BY
-    __u,
-    __k0
+    least(__n, 3) AS __n
+  FROM __capped
 )
 SELECT
   0 AS __part,
@@ -109,10 +186,10 @@ SELECT
   __k0,
   CAST(NULL AS BIGINT) AS __units,
   CAST(__v0 AS BIGINT) AS __bin,
-  CAST(count(*) AS BIGINT) AS __count
+  CAST(count(__v0) AS BIGINT) AS __count
 FROM __bounded
-WHERE
-  __v0 IS NOT NULL
 GROUP BY
   __k0,
   __v0
+HAVING
+  count(__v0) > 0

@@ -9,7 +9,9 @@ WITH __l1 AS (
       __t."g" AS __k0
     FROM "__deniable_0" AS __t
     WHERE
-      coalesce(__t."v" BETWEEN 1 AND 5 AND __t."name" LIKE 'a%' AND __t."q" IN (1, 2), FALSE)
+      __t."v" BETWEEN 1 AND 5
+      AND __t."name" LIKE 'a%'
+      AND __t."q" IN (1, 2)
       AND (
         __t."g" IN ('x', 'y') OR __t."g" IS NULL
       )

@@ -23,16 +23,23 @@ rewrite rules, applied in order (each one CTE below):
    each query, so the rows and partitions kept are chosen independently of their
    magnitudes. ``H(key; a₀, a₁, …)`` is the keyed chain hash of :meth:`_Sql.keyed_hash`
    (not the engine's multi-argument hash, whose orders are far from uniform).
+   Histograms (quantiles, MIN, MAX) and distinct counts are computed from the bounded rows
+   themselves (``__bounded``): the kept rows of those heavy partitions, and every row of
+   the other kept partitions, read again through a second join to the list of those
+   partitions (no ranking: they keep all their rows). Only the rows read again are
+   clamped and binned; the level-1 aggregation then computes no per-row value at all
+   unless an additive measure needs one.
 5. **aggregate** per partition: number of units, rows, values, exact integer sums (clamped
    to ±(2^62−1) so that they fit the exact samplers), and — for quantiles — histograms over
    the candidate grid, all in one result set (``__part`` 0 for aggregates, ``j`` for the
    histogram of the ``j``-th quantile).
 
 Which partitions a unit keeps does not depend on its rows, so bounding partitions before or
-after rows gives the same result; doing it first leaves fewer partitions to recompute.
-Queries with a quantile need row-level bounded data for their histograms; they use the
-plain form of steps 3–4 (rank every row and every partition) with the same hashes, so both
-forms keep exactly the same rows for the same secrets. Tables without a privacy unit skip
+after rows gives the same result; doing it first leaves fewer partitions to recompute. The
+*plain form* of steps 3–4 — rank every row (``__ranked``), then every partition of the kept
+rows, with the same hashes and tie-breaks — keeps exactly the same partitions and rows for
+the same secrets, so both forms give identical aggregates; it is the reference that tests
+compare the default form with (:data:`PLAIN_FORM`). Tables without a privacy unit skip
 steps 2–4 (each row is a unit and contributes one row to one partition).
 
 Row hashes use the values as well as the unit and keys (no engine gives a stable row id for
@@ -74,6 +81,13 @@ UNITS = "__units"
 BIN = "__bin"
 COUNT = "__count"
 
+PLAIN_FORM = False
+"""Test-only switch: compile histogram and distinct measures with the plain form.
+
+The plain form (rank every row, then every partition) is the reference that the default
+form must reproduce exactly, for the same secrets; oracle tests set this to compare them.
+"""
+
 _T = exp.DataType.Type
 
 # Row-predicate nodes that can raise at run time on some values (overflow, division by
@@ -93,6 +107,43 @@ _MAY_RAISE: tuple[type[exp.Expression], ...] = (
     exp.Cast,  # TryCast included
     exp.Anonymous,
 )
+# Nodes that cannot raise at run time once the statement binds, provided every comparison
+# compares values of one family (an engine may convert a text column to a number row by row,
+# and fail on some rows: ``text_col = 5``). A predicate of these alone needs no TRY — which
+# would hide it from the engine's optimiser (a TRY-wrapped join key cannot drive a hash join).
+_CANNOT_RAISE: tuple[type[exp.Expression], ...] = (
+    exp.Column,
+    exp.Identifier,
+    exp.Literal,
+    exp.Boolean,
+    exp.Null,
+    exp.Paren,
+    exp.Not,
+    exp.And,
+    exp.Or,
+    exp.Is,
+)
+_COMPARISONS: tuple[type[exp.Expression], ...] = (
+    exp.EQ,
+    exp.NEQ,
+    exp.GT,
+    exp.GTE,
+    exp.LT,
+    exp.LTE,
+    exp.NullSafeEQ,
+    exp.NullSafeNEQ,
+    exp.In,
+    exp.Between,
+    exp.Like,
+    exp.ILike,
+)
+_FAMILY = {
+    ColumnKind.INTEGER: "number",
+    ColumnKind.REAL: "number",
+    ColumnKind.TEXT: "text",
+    ColumnKind.BOOLEAN: "boolean",
+    ColumnKind.TEMPORAL: "temporal",
+}
 _TRY_FUNCTIONS: dict[type[exp.Expression], str] = {
     exp.Add: "try_add",
     exp.Sub: "try_subtract",
@@ -144,8 +195,12 @@ class CompiledQuery:
         return render(self.statement, dialect, pretty=pretty)
 
 
-def render(tree: exp.Expression, dialect: str, *, pretty: bool = False) -> str:
+def render(tree: exp.Expression, dialect: str, *, pretty: bool = False, copy: bool = True) -> str:
     """``tree`` rendered in ``dialect`` (lower-case function names; unsupported nodes raise).
+
+    ``copy=False`` skips sqlglot's defensive copy of the whole tree (half the cost of
+    rendering a large statement); for the compiler's own first rendering, in the dialect the
+    tree was built for, whose generator leaves it as it is.
 
     Raises:
         InternalError: sqlglot cannot express ``tree`` in ``dialect``.
@@ -154,6 +209,7 @@ def render(tree: exp.Expression, dialect: str, *, pretty: bool = False) -> str:
         return str(
             tree.sql(
                 dialect=dialect,
+                copy=copy,
                 pretty=pretty,
                 normalize_functions="lower",
                 unsupported_level=ErrorLevel.RAISE,
@@ -293,8 +349,11 @@ def _sum(caps: Capabilities, e: exp.Expression) -> exp.Sum:
 class _Sql:
     """Builders of the dialect-dependent parts (identifiers and literals rendered by sqlglot)."""
 
-    def __init__(self, caps: Capabilities) -> None:
+    def __init__(
+        self, caps: Capabilities, kinds: Mapping[tuple[str, str], ColumnKind] | None = None
+    ) -> None:
         self.caps = caps
+        self.kinds = kinds
 
     def col(self, name: str) -> exp.Column:
         """A column of the source table, qualified by its alias ``__t`` (never ambiguous)."""
@@ -308,7 +367,7 @@ class _Sql:
         """
         if column.expr is None:
             return self.col(column.name)
-        return _paren(_total_predicate(self.lower(column.expr), self.caps))
+        return _paren(_total_predicate(self.lower(column.expr), self.caps, self.kinds))
 
     def lower(self, tree: exp.Expression) -> exp.Expression:
         """Deniable's own nodes spelled for the engine; unqualified columns qualified."""
@@ -516,9 +575,11 @@ def _scale(s: _Sql, exponent: int) -> exp.Expression:
     return s.double(float(Fraction(2) ** -exponent))
 
 
-def row_expression(m: Measure, caps: Capabilities) -> exp.Expression | None:
+def row_expression(
+    m: Measure, caps: Capabilities, kinds: Mapping[tuple[str, str], ColumnKind] | None = None
+) -> exp.Expression | None:
     """The per-row value of a measure as a tree (None for ``rows`` and ``units``)."""
-    s = _Sql(caps)
+    s = _Sql(caps, kinds)
     if m.kind in ("rows", "units"):
         return None
     if m.kind in ("values", "distinct"):
@@ -544,12 +605,55 @@ def row_expression(m: Measure, caps: Capabilities) -> exp.Expression | None:
     raise InternalError(f"unknown measure kind {m.kind}")
 
 
-def _total_predicate(pred: exp.Expression, caps: Capabilities) -> exp.Expression:
+def _cannot_raise(pred: exp.Expression, kinds: Mapping[tuple[str, str], ColumnKind]) -> bool:
+    """Whether ``pred`` provably cannot raise at run time (see ``_CANNOT_RAISE``)."""
+
+    def family(e: exp.Expression) -> str | None:
+        while isinstance(e, exp.Paren):
+            e = e.this
+        if isinstance(e, exp.Column):
+            kind = kinds.get((e.table, e.name))
+            return None if kind is None else _FAMILY.get(kind)
+        if isinstance(e, exp.Literal):
+            return "text" if e.is_string else "number"
+        if isinstance(e, exp.Boolean):
+            return "boolean"
+        if isinstance(e, exp.Null):
+            return "null"
+        return None
+
+    for n in pred.walk():
+        if isinstance(n, _CANNOT_RAISE):
+            continue
+        if not isinstance(n, _COMPARISONS):
+            return False
+        operands = [n.this]
+        if isinstance(n, exp.In):
+            operands += list(n.expressions)
+        elif isinstance(n, exp.Between):
+            operands += [n.args["low"], n.args["high"]]
+        else:
+            operands.append(n.expression)
+        families = {family(o) for o in operands} - {"null"}
+        if None in families or len(families) > 1:
+            return False
+        if families == {"temporal"} and any(not isinstance(o, exp.Column) for o in operands):
+            return False
+    return True
+
+
+def _total_predicate(
+    pred: exp.Expression,
+    caps: Capabilities,
+    kinds: Mapping[tuple[str, str], ColumnKind] | None = None,
+) -> exp.Expression:
     """The analyst's predicate made total: a row where it raises counts as not matching.
 
     Raises:
         UnsafeQuery: the engine has no way to catch a run-time error of this predicate.
     """
+    if kinds is not None and _cannot_raise(pred, kinds):
+        return pred
     if caps.try_expression:
         return exp.Try(this=pred)
     if caps.try_arithmetic:
@@ -593,23 +697,48 @@ def _is_try_call(n: exp.Expression) -> bool:
     return isinstance(n, exp.Anonymous) and n.name in _TRY_FUNCTIONS.values()
 
 
+def column_kinds(plan: DPPlan) -> dict[tuple[str, str], ColumnKind]:
+    """The kind of every column the statement can read, by (table alias, column name)."""
+    out = {(SOURCE, c.name): c.kind for c in plan.query.table.columns}
+    for j in plan.query.joins:
+        out.update({(j.alias, c.name): c.kind for c in j.table.columns})
+    return out
+
+
 def where_conditions(plan: DPPlan, caps: Capabilities) -> list[exp.Expression]:
     """The row filters: the analyst's predicate (made total), public domains, non-NULL unit.
 
     Raises:
         UnsafeQuery: the engine cannot make the analyst's predicate total.
     """
-    s = _Sql(caps)
+    kinds = column_kinds(plan)
+    s = _Sql(caps, kinds)
     out: list[exp.Expression] = []
     query = plan.query
     if query.where is not None:
         qualified = s.lower(query.where)
-        out.append(exp.Coalesce(this=_total_predicate(qualified, caps), expressions=[exp.false()]))
+        total = _total_predicate(qualified, caps, kinds)
+        out.append(
+            total if total is qualified else exp.Coalesce(this=total, expressions=[exp.false()])
+        )
     policy = query.table.policy
+    public_columns = {
+        (j.alias, name): tuple(values)
+        for j in query.joins
+        if j.table.public
+        for name, values in j.table.domains.items()
+    }
     for k, values in zip(plan.keys, plan.key_domains, strict=True):
         if values is None:
             continue
         present = [v for v in values if v is not None]
+        e = k.expr
+        if isinstance(e, exp.Column) and public_columns.get((e.table, e.name)) == tuple(values):
+            # a column of a joined public table, whose domain is its own values: every
+            # joined row's key is in it, or NULL where a LEFT JOIN found no match
+            if len(present) == len(values):
+                out.append(_not_null(s.ref(k)))
+            continue
         parts: list[exp.Expression] = []
         if _integer_range(present):
             # a contiguous range of integers: two literals instead of a long IN list
@@ -662,12 +791,14 @@ def compile_plan(
         UnsafeQuery: the engine lacks something this query needs (a TRY for its WHERE, an
             NFC normalisation for its text privacy unit); decided without reading data.
     """
-    s = _Sql(caps)
+    kinds = column_kinds(plan)
+    s = _Sql(caps, kinds)
     policy = plan.query.table.policy
     unit = policy.privacy_unit
     keys = [f"__k{i}" for i in range(len(plan.keys))]
-    # measures read from bounded rows (the plain form): histograms and distinct counts
+    # measures read from the bounded rows themselves: histograms and distinct counts
     histograms = [m for m in plan.measures if m.kind in ("histogram", "distinct")]
+    plain = bool(histograms) and PLAIN_FORM
     additive = [m for m in plan.measures if m.kind not in ("histogram", "distinct")]
     # Distinct per-row values, shared by the measures that need the same one: one fixed-point
     # sum of x serves SUM(x) and AVG(x). A per-row value of a column is NULL exactly when the
@@ -678,7 +809,7 @@ def compile_plan(
     by_column: dict[str, str] = {}
     for meas in plan.measures:
         if meas.kind in ("sum", "squares", "histogram", "distinct"):
-            expr = row_expression(meas, caps)
+            expr = row_expression(meas, caps, kinds)
             assert expr is not None and meas.column is not None
             measure_alias[meas.id] = aliases.setdefault(expr, f"__v{len(aliases)}")
             by_column.setdefault(meas.column.name, measure_alias[meas.id])
@@ -687,7 +818,7 @@ def compile_plan(
         if meas.kind == "values" or (meas.kind == "sum" and meas.centre):
             assert meas.column is not None
             if meas.column.name not in by_column:
-                expr = row_expression(dataclasses.replace(meas, kind="values"), caps)
+                expr = row_expression(dataclasses.replace(meas, kind="values"), caps, kinds)
                 assert expr is not None
                 by_column[meas.column.name] = aliases.setdefault(expr, f"__v{len(aliases)}")
             count_alias[meas.id] = by_column[meas.column.name]
@@ -708,13 +839,16 @@ def compile_plan(
     unit_column = plan.query.table.column(unit) if unit is not None else None
     filters = where_conditions(plan, caps)
 
-    def row_columns() -> list[exp.Expression]:
-        """The per-row select list of step 1 (a fresh tree at each use)."""
+    def row_columns(only: Sequence[str] | None = None) -> list[exp.Expression]:
+        """The per-row select list of step 1 (a fresh tree at each use).
+
+        ``only``: the per-row values to compute (default: all of them).
+        """
         cols: list[exp.Expression] = []
         if unit_column is not None:
             cols.append(_alias(canonical_unit_expression(unit_column, caps), "__u"))
         cols += [_alias(s.ref(k), kid) for k, kid in zip(plan.keys, keys, strict=True)]
-        cols += [_alias(e.copy(), a) for e, a in value_cols]
+        cols += [_alias(e.copy(), a) for e, a in value_cols if only is None or a in only]
         if not cols:  # e.g. COUNT(*) over a table without privacy unit
             cols.append(_alias(_int(1), "__one"))
         return cols
@@ -726,7 +860,10 @@ def compile_plan(
             if name is None:
                 raise InternalError(f"no engine relation for joined table {j.table.name!r}")
             # a condition that raises on some rows matches nothing there
-            on = exp.Coalesce(this=_total_predicate(s.lower(j.on), caps), expressions=[exp.false()])
+            lowered = s.lower(j.on)
+            on = _total_predicate(lowered, caps, kinds)
+            if on is not lowered:
+                on = exp.Coalesce(this=on, expressions=[exp.false()])
             side = {"side": "LEFT"} if j.kind == "LEFT" else {"kind": "INNER"}
             main.append("joins", exp.Join(this=_relation(name, j.alias), on=on, **side))
         return main
@@ -734,8 +871,8 @@ def compile_plan(
     def row_filter() -> exp.Expression | None:
         return _and(*(f.copy() for f in filters)) if filters else None
 
-    def rows_query() -> exp.Select:
-        return _select(row_columns(), source(), where=row_filter())
+    def rows_query(only: Sequence[str] | None = None) -> exp.Select:
+        return _select(row_columns(only), source(), where=row_filter())
 
     ctes: list[tuple[str, exp.Expression]] = []
     group_uk = ["__u", *keys]
@@ -755,7 +892,7 @@ def compile_plan(
     # each needed column back from them. With at most max_rows rows of at most 2^40 units
     # each, the sums of a partition within the bounds fit BIGINT; the others are clamped
     # here and recomputed from their rows.
-    packed = _packable(plan, needed, measure_alias) if unit is not None and not histograms else {}
+    packed = _packable(plan, needed, measure_alias) if unit is not None and not plain else {}
     level1_spec: list[tuple[str, str, str]] = []  # (kind, value column, output column)
     unpacked_spec: list[tuple[str, str, int]] = []  # (output column, packed column, bits)
     for (fn, a), col in needed.items():
@@ -824,14 +961,17 @@ def compile_plan(
         return _alias(_row_number([_ref("__u")], [part_hash(), *_refs(keys)]), "__pr")
 
     bounded_rows: str | None
-    if unit is not None and not histograms:
+    if unit is not None and not plain:
         assert unit_column is not None
-        # 2. one row per (unit, partition); the rows are read again below, not materialised
+        # 2. one row per (unit, partition); the rows are read again below, not materialised.
+        # Histograms and distinct counts are read from the rows re-read in step 4: their
+        # per-row values are not computed here.
+        l1_values = [a for _, a, _ in level1_spec] if histograms else None
         cte(
             "__l1",
             _select(
                 [*_refs(group_uk), *level1()],
-                _subquery(rows_query(), "__r"),
+                _subquery(rows_query(l1_values), "__r"),
                 group=_refs(group_uk),
             ),
         )
@@ -848,42 +988,72 @@ def compile_plan(
             )
         else:
             cte("__capped", _select([exp.Star()], _table("__l1")))
+        # the rows of some kept partitions, read again from the source: the join runs on
+        # the source table, so the per-row expressions are computed for those rows alone
+        on: list[tuple[exp.Expression, exp.Expression]] = [
+            (canonical_unit_expression(unit_column, caps), _ref("__u", "__r"))
+        ]
+        on += [(s.ref(k), _ref(kid, "__r")) for k, kid in zip(plan.keys, keys, strict=True)]
+
+        def reread(name: str, partitions: str, only: Sequence[str] | None = None) -> None:
+            select = row_columns(only)
+            cte(name, s.semi_source(select, source(), row_filter(), partitions, on))
+
+        heavy = exp.GT(this=_ref("__n"), expression=_int(r))
+        light = exp.LTE(this=_ref("__n"), expression=_int(r))
+        if needed or histograms:
+            # 4. rank only the rows of kept partitions where a unit has more than max_rows
+            cte("__heavy", _select(_refs(group_uk), _table("__capped"), where=heavy))
+            reread("__hrows", "__heavy")
+            inner = _select([exp.Star(), rank_rows()], _table("__hrows"))
+        if histograms:
+            # their kept rows, and every row of the other kept partitions: the bounded rows
+            # (with the per-row values that histograms and distinct counts read)
+            cte(
+                "__hkept",
+                _select(
+                    _refs([*group_uk, *values]), _subquery(inner, "__h"), where=bounded("__rn", r)
+                ),
+            )
+            cte("__light", _select(_refs(group_uk), _table("__capped"), where=light))
+            row_values = [a for a in values if a in {measure_alias[h.id] for h in histograms}]
+            reread("__lrows", "__light", row_values)
+            cte(
+                "__bounded",
+                _union_all(
+                    [
+                        _select(_refs([*group_uk, *row_values]), _table(name))
+                        for name in ("__lrows", "__hkept")
+                    ]
+                ),
+            )
         if not needed:
-            # 4. counts only: a partition keeps min(rows, max_rows) rows, whichever they are
+            # counts only: a partition keeps min(rows, max_rows) rows, whichever they are
             kept_n = _alias(_least(_ref("__n"), _int(r)), "__n")
             cte("__kept", _select([*_refs(group_uk), kept_n], _table("__capped")))
         else:
-            # 4. recompute only the kept partitions where a unit has more than max_rows rows
-            heavy = exp.GT(this=_ref("__n"), expression=_int(r))
-            cte("__heavy", _select(_refs(group_uk), _table("__capped"), where=heavy))
-            # only the rows of those partitions: the join runs on the source table, so the
-            # per-row expressions are computed for them alone
-            on: list[tuple[exp.Expression, exp.Expression]] = [
-                (canonical_unit_expression(unit_column, caps), _ref("__u", "__r"))
-            ]
-            on += [(s.ref(k), _ref(kid, "__r")) for k, kid in zip(plan.keys, keys, strict=True)]
-            cte("__hrows", s.semi_source(row_columns(), source(), row_filter(), "__heavy", on))
-            inner = _select([exp.Star(), rank_rows()], _table("__hrows"))
-            cte(
-                "__hl1",
-                _select(
+            # the aggregates of a kept partition with more than max_rows rows, recomputed
+            heavy_l1 = (
+                _select([*_refs(group_uk), *level1()], _table("__hkept"), group=_refs(group_uk))
+                if histograms
+                else _select(
                     [*_refs(group_uk), *level1()],
                     _subquery(inner, "__h"),
                     where=bounded("__rn", r),
                     group=_refs(group_uk),
-                ),
+                )
             )
-            light = exp.LTE(this=_ref("__n"), expression=_int(r))
+            cte("__hl1", heavy_l1)
             cte(
                 "__kept",
                 _union_all(
                     [
-                        _select(unpacked(), _table("__capped"), where=light),
+                        _select(unpacked(), _table("__capped"), where=light.copy()),
                         _select(unpacked(), _table("__hl1")),
                     ]
                 ),
             )
-        agg_source, bounded_rows = "__kept", None
+        agg_source, bounded_rows = "__kept", "__bounded" if histograms else None
     elif unit is not None:
         # 3–4, plain form: rank every row, then every partition (same orders as above).
         cte("__rows", rows_query())
@@ -967,20 +1137,27 @@ def compile_plan(
             null_bigint(UNITS),
             *(null_bigint(measure_columns[mm.id]) for mm in additive),
         ]
+        # NULL values (NULL or NaN in the column) are in no bin and are no distinct value.
+        # They are left out by the count, not by a WHERE: an engine would push such a filter
+        # below the join that re-reads the rows and compute the per-row value for every row
+        # of the table instead of the kept ones.
         if meas.kind == "distinct":
             distinct_parts[meas.id] = j
-            n_distinct = exp.Count(this=exp.Distinct(expressions=[_ref(col)]))
-            sel = [*head, null_bigint(BIN), _alias(_cast(n_distinct, _T.BIGINT), COUNT)]
+            count = exp.Count(this=exp.Distinct(expressions=[_ref(col)]))
+            sel = [*head, null_bigint(BIN), _alias(_cast(count, _T.BIGINT), COUNT)]
             group = _refs(keys)
         else:
             histogram_parts[meas.id] = j
+            count = exp.Count(this=_ref(col))
             sel = [
                 *head,
                 _alias(_cast(_ref(col), _T.BIGINT), BIN),
-                _alias(_cast(exp.Count(this=exp.Star()), _T.BIGINT), COUNT),
+                _alias(_cast(count, _T.BIGINT), COUNT),
             ]
             group = _refs([*keys, col])
-        parts.append(_select(sel, _table(bounded_rows), where=_not_null(_ref(col)), group=group))
+        part = _select(sel, _table(bounded_rows), group=group)
+        part.set("having", exp.Having(this=exp.GT(this=count.copy(), expression=_int(0))))
+        parts.append(part)
     statement = _union_all(parts)
     statement.set(
         "with_",
@@ -992,7 +1169,7 @@ def compile_plan(
     )
     # The engine adapter checks, before running it, that this is exactly one read-only query.
     return CompiledQuery(
-        sql=render(statement, caps.dialect),
+        sql=render(statement, caps.dialect, copy=False),
         key_columns=tuple(keys),
         measure_columns=measure_columns,
         histogram_parts=histogram_parts,
