@@ -228,7 +228,9 @@ def measure_join(n: int, repeat: int, tmp: Path) -> dict[str, Any]:
     # The events are bound in the engine's own connection (an Arrow table registered
     # there), so that one statement can also read the public table's snapshot.
     session.add_table(
-        "events", con.table(DATA).to_arrow_table(), public_keys={"category": list(range(50))},
+        "events",
+        con.table(DATA).to_arrow_table(),
+        public_keys={"category": list(range(50))},
         **POLICY,
     )
     session.add_public_table("cats", _cats(), unique_key="category")
