@@ -389,7 +389,7 @@ def _run_form(
     query: str,
     secrets: Secrets,
     *,
-    plain: bool,
+    plain: bool | None,
     monkeypatch: pytest.MonkeyPatch,
 ) -> tuple[DPPlan, CompiledQuery, ExactAggregates]:
     monkeypatch.setattr(compile_module, "PLAIN_FORM", plain)
@@ -413,7 +413,8 @@ def test_fast_histogram_form_equals_plain_form(
         _, plain_sql, plain = _run_form(
             session, query, secrets, plain=True, monkeypatch=monkeypatch
         )
-        # the two forms are really different statements
+        # the two forms are really different statements (the fast one forced for ungrouped
+        # queries, which run the plain form by default)
         assert "__ranked" not in fast_sql.sql and "__lrows" in fast_sql.sql
         assert "__ranked" in plain_sql.sql and "__lrows" not in plain_sql.sql
         assert any(m.kind in ("histogram", "distinct") for m in plan.measures)
@@ -447,3 +448,20 @@ def test_form_comparison_sees_which_rows_and_partitions_are_kept(
     parts = sizes.groupby(level=0).size()
     assert int((parts > M).sum()) >= 20
     assert d.value.isna().sum() >= 10 and d.category.isna().sum() >= 10
+
+
+@pytest.mark.parametrize(("name", "plain"), [("ungrouped", True), ("median", False)])
+def test_default_form_depends_on_the_query_shape(
+    forms: tuple[Session, pd.DataFrame], name: str, plain: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Grouped queries run the fast form; ungrouped ones the plain form (cheaper there)."""
+    session, _ = forms
+    query = FORM_QUERIES[name].format(t="events_public")
+    secrets = FORM_SECRETS[1]
+    _, default_sql, default = _run_form(
+        session, query, secrets, plain=None, monkeypatch=monkeypatch
+    )
+    _, forced_sql, forced = _run_form(session, query, secrets, plain=plain, monkeypatch=monkeypatch)
+    assert default_sql.sql == forced_sql.sql
+    assert ("__ranked" in default_sql.sql) is plain
+    assert _by_key(default) == _by_key(forced)

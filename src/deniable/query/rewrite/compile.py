@@ -28,7 +28,8 @@ rewrite rules, applied in order (each one CTE below):
    the other kept partitions, read again through a second join to the list of those
    partitions (no ranking: they keep all their rows). Only the rows read again are
    clamped and binned; the level-1 aggregation then computes no per-row value at all
-   unless an additive measure needs one.
+   unless an additive measure needs one. Ungrouped queries with such measures use the
+   plain form below (there, most rows are in partitions above ``max_rows``).
 5. **aggregate** per partition: number of units, rows, values, exact integer sums (clamped
    to ±(2^62−1) so that they fit the exact samplers), and — for quantiles — histograms over
    the candidate grid, all in one result set (``__part`` 0 for aggregates, ``j`` for the
@@ -81,11 +82,13 @@ UNITS = "__units"
 BIN = "__bin"
 COUNT = "__count"
 
-PLAIN_FORM = False
-"""Test-only switch: compile histogram and distinct measures with the plain form.
+PLAIN_FORM: bool | None = None
+"""Test-only switch of the form of histogram and distinct measures.
 
-The plain form (rank every row, then every partition) is the reference that the default
-form must reproduce exactly, for the same secrets; oracle tests set this to compare them.
+None (the default): the fast form for grouped queries, the plain form for ungrouped ones;
+True or False: the plain or the fast form for every query. The plain form (rank every row,
+then every partition) is the reference that the fast form must reproduce exactly, for the
+same secrets; oracle tests force each form in turn to compare them.
 """
 
 _T = exp.DataType.Type
@@ -798,7 +801,11 @@ def compile_plan(
     keys = [f"__k{i}" for i in range(len(plan.keys))]
     # measures read from the bounded rows themselves: histograms and distinct counts
     histograms = [m for m in plan.measures if m.kind in ("histogram", "distinct")]
-    plain = bool(histograms) and PLAIN_FORM
+    # Without group keys a unit's partition is all its rows, and units above max_rows hold
+    # most rows (a power law of rows per unit): re-reading them would cost more than ranking
+    # every row (measured: 1.35x slower at 10^7 rows), so ungrouped queries keep the plain
+    # form. Which form runs depends on the query alone; both keep the same rows.
+    plain = bool(histograms) and (not plan.keys if PLAIN_FORM is None else PLAIN_FORM)
     additive = [m for m in plan.measures if m.kind not in ("histogram", "distinct")]
     # Distinct per-row values, shared by the measures that need the same one: one fixed-point
     # sum of x serves SUM(x) and AVG(x). A per-row value of a column is NULL exactly when the
