@@ -488,11 +488,11 @@ def _row_value(row: Row, m: Measure) -> int | None:
     """One row's contribution to measure ``m`` (integer units), from its documented meaning."""
     assert m.column is not None
     x = row[m.column.name]
+    if m.kind == "values":
+        return None if _is_missing(x) else 1
     c = _clamped(x, m)
     if c is None:
         return None
-    if m.kind == "values":
-        return 1
     if m.kind == "sum":
         if m.integer_column and m.exponent == 0:
             assert isinstance(x, int)

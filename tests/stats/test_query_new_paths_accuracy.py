@@ -415,9 +415,16 @@ def _same(session: Session, a: str, b: str) -> bool:
     pb, _, eb = exact_aggregates(session, b, not_private=True, secrets=SECRETS, epsilon=EPS)
     if [m.kind for m in pa_.measures] != [m.kind for m in pb.measures]:
         return False
-    if [(m.sensitivity, m.exponent, m.lower_f, m.upper_f) for m in pa_.measures] != [
-        (m.sensitivity, m.exponent, m.lower_f, m.upper_f) for m in pb.measures
-    ]:
+
+    def shape(m: object) -> tuple[object, ...]:
+        return (
+            m.sensitivity,  # type: ignore[attr-defined]
+            m.exponent,  # type: ignore[attr-defined]
+            getattr(m, "lower_f", None),
+            getattr(m, "upper_f", None),
+        )
+
+    if [shape(m) for m in pa_.measures] != [shape(m) for m in pb.measures]:
         return False
     if pa_.public_domain != pb.public_domain:
         return False

@@ -37,8 +37,10 @@ from deniable.accounting.loss import PrivacyLoss
 from deniable.mechanisms import Release
 from deniable.query.catalog import Bounds, Column
 from deniable.query.measures import (
+    HistogramMeasure,
     Measure,
     MeasureKind,
+    SumMeasure,
     count_measure,
     histogram_measure,
     squares_measure,
@@ -302,7 +304,7 @@ class Sum(Aggregate):
     def release(self, measures: tuple[Measure, ...], noisy: NoisyMeasures) -> Released:
         """The noisy sum (clamped to ≥ 0 or ≤ 0 when the bounds have one sign)."""
         (m,) = measures
-        assert self.bounds is not None
+        assert self.bounds is not None and isinstance(m, SumMeasure)
         b_lo, b_hi = self.bounds.as_floats()
         g = float(m.row_granularity)
         values: npt.NDArray[np.generic]
@@ -359,7 +361,7 @@ class Mean(Aggregate):
     def release(self, measures: tuple[Measure, ...], noisy: NoisyMeasures) -> Released:
         """The clamped ratio; its interval is the extreme ratios over the two intervals."""
         mc, ms = measures
-        assert self.bounds is not None
+        assert self.bounds is not None and isinstance(ms, SumMeasure)
         b_lo, b_hi = self.bounds.as_floats()
         g, centre = float(ms.row_granularity), ms.centre
         n, s = noisy.units(mc), noisy.units(ms)
@@ -536,7 +538,7 @@ class Quantile(Aggregate):
     def release(self, measures: tuple[Measure, ...], noisy: NoisyMeasures) -> Released:
         """The chosen candidate; no value interval, a rank-error note instead."""
         (m,) = measures
-        assert self.bounds is not None
+        assert self.bounds is not None and isinstance(m, HistogramMeasure)
         b_lo, b_hi = self.bounds.as_floats()
         grid = m.grid
         step = (b_hi - b_lo) / grid
@@ -613,9 +615,9 @@ class Max(Quantile):
         return f"max_{self.column.name}"
 
 
-def rank_error(m: Measure, level: float) -> float:
+def rank_error(m: HistogramMeasure, level: float) -> float:
     """Utility bound of the exponential mechanism, in rows: ``2Δ/ε·ln(|R|/(1−level))/den``."""
-    q = m.q if m.q is not None else Fraction(1, 2)
+    q = m.q
     return (
         float(2 * m.sensitivity / m.budget) * math.log((m.grid + 1) / (1 - level)) / q.denominator
     )

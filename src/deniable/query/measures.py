@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -58,61 +58,39 @@ def round_half_away(x: Fraction) -> int:
     return n if x >= 0 else -n
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, kw_only=True)
 class Measure:
     """One exact per-partition integer computed by the engine, and how it is noised.
 
-    Row-level meaning by kind (NULL and NaN values are ignored, as SQL aggregates do):
-
-    * ``rows``: number of rows; ``values``: number of non-NULL, non-NaN values of ``column``;
-      ``units``: number of privacy units in the partition (after bounding).
-    * ``sum``: Σ ``round(clamp(x, lower_f, upper_f)·2^-exponent) − centre`` (integer units).
-    * ``squares``: Σ ``round((clamp(x) − midpoint_f)²·2^-exponent)``.
-    * ``histogram``: counts of ``round((clamp(x) − lower_f)·grid/(upper_f − lower_f))``,
-      noised by the exponential mechanism for quantile ``q``.
-    * ``distinct``: number of distinct non-NULL values of ``column`` among the kept rows
-      (one unit's ``r`` rows add at most ``r`` new values to a partition).
+    The base of one class per kind (:class:`RowCount`, :class:`ValueCount`,
+    :class:`UnitCount`, :class:`DistinctValues`, :class:`SumMeasure`,
+    :class:`SquaresMeasure`, :class:`HistogramMeasure`); each holds only its own fields.
+    NULL and NaN values are ignored, as SQL aggregates do.
 
     Attributes:
         id: SQL-safe name (``m0``, ``m1``, …).
-        kind: see above.
-        column: the aggregated column (None for ``rows`` and ``units``).
-        lower_f: clamping lower bound as the engine uses it (a double).
-        upper_f: clamping upper bound as the engine uses it.
-        midpoint_f: centre of ``squares`` (a double).
-        exponent: fixed-point grid ``2^exponent`` of ``sum``/``squares``.
-        centre: integer subtracted from each ``sum`` unit (0 for plain sums).
-        row_low: least per-row contribution (integer units).
-        row_high: greatest per-row contribution (integer units).
+        column: the aggregated column (None for row and unit counts).
         partition_sensitivity: Δ_p, the most one unit changes the measure of one partition.
         mechanism: the noise mechanism.
         sensitivity: the sensitivity given to the mechanism (L1 over partitions for
             geometric and exponential, an upper bound of L2 for the discrete Gaussian).
         budget: ε (geometric, exponential) or ρ (discrete Gaussian) given to the mechanism.
-        q: quantile of a ``histogram`` measure.
-        grid: number of steps of a ``histogram`` grid.
-        integer_column: whether ``column`` holds integers (sums stay integers on grid 1).
         shift: the exact measure is rounded to a multiple of ``2^shift`` before noise.
+        exponent: the per-row fixed-point grid ``2^exponent`` (0 for counts).
     """
 
     id: str
-    kind: MeasureKind
     column: Column | None
-    lower_f: float
-    upper_f: float
-    midpoint_f: float
-    exponent: int
-    centre: int
-    row_low: int
-    row_high: int
     partition_sensitivity: int
     mechanism: Mechanism
     sensitivity: Fraction
     budget: Fraction
-    q: Fraction | None = None
-    grid: int = 0
-    integer_column: bool = False
     shift: int = 0
+    exponent: int = 0
+
+    kind: ClassVar[MeasureKind]
+    """What the engine computes (``rows``, ``values``, ``units``, ``distinct``, ``sum``,
+    ``squares``, ``histogram``): the SQL layer reads it to spell the measure."""
 
     @property
     def granularity(self) -> Fraction:
@@ -154,14 +132,121 @@ class Measure:
             "sensitivity": str(self.sensitivity),
             ("rho" if self.mechanism == "discrete_gaussian" else "epsilon"): str(self.budget),
         }
-        if self.kind in ("sum", "squares"):
-            out["row_grid"] = f"2^{self.exponent}"
         if self.shift:
             out["noise_grid"] = f"2^{self.exponent + self.shift}"
-        if self.kind == "histogram":
-            out["q"] = str(self.q)
-            out["grid"] = self.grid
         return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class RowCount(Measure):
+    """Number of kept rows of a partition."""
+
+    kind: ClassVar[MeasureKind] = "rows"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ValueCount(Measure):
+    """Number of non-NULL, non-NaN values of ``column`` among the kept rows."""
+
+    kind: ClassVar[MeasureKind] = "values"
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnitCount(Measure):
+    """Number of privacy units of a partition (after bounding)."""
+
+    kind: ClassVar[MeasureKind] = "units"
+
+
+@dataclass(frozen=True, kw_only=True)
+class DistinctValues(Measure):
+    """Number of distinct non-NULL values of ``column`` among the kept rows.
+
+    One unit's ``r`` rows add at most ``r`` new values to a partition.
+    """
+
+    kind: ClassVar[MeasureKind] = "distinct"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClampedMeasure(Measure):
+    """A measure of values clamped to ``[lower_f, upper_f]`` (doubles, as the engine uses)."""
+
+    lower_f: float
+    upper_f: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class SumMeasure(ClampedMeasure):
+    """Σ ``round(clamp(x)·2^-exponent) − centre`` over the kept values (integer units).
+
+    Attributes:
+        midpoint_f: the bounds' midpoint (a double).
+        centre: integer subtracted from each unit (0 for plain sums).
+        row_low: least per-row contribution (integer units).
+        row_high: greatest per-row contribution (integer units).
+        integer_column: whether ``column`` holds integers (sums stay integers on grid 1).
+    """
+
+    midpoint_f: float
+    centre: int
+    row_low: int
+    row_high: int
+    integer_column: bool = False
+
+    kind: ClassVar[MeasureKind] = "sum"
+
+    def describe(self) -> dict[str, object]:
+        """The record, with the row grid."""
+        return {**super().describe(), "row_grid": f"2^{self.exponent}"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SquaresMeasure(ClampedMeasure):
+    """Σ ``round((clamp(x) − midpoint_f)²·2^-exponent)`` over the kept values.
+
+    Attributes:
+        midpoint_f: the centre the squares are taken about (a double).
+        row_high: greatest per-row contribution (integer units); the least is 0.
+    """
+
+    midpoint_f: float
+    row_high: int
+
+    kind: ClassVar[MeasureKind] = "squares"
+
+    def describe(self) -> dict[str, object]:
+        """The record, with the row grid."""
+        return {**super().describe(), "row_grid": f"2^{self.exponent}"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class HistogramMeasure(ClampedMeasure):
+    """Counts per cell ``round((clamp(x) − lower_f)·grid/(upper_f − lower_f))``.
+
+    Noised by the exponential mechanism for quantile ``q``.
+
+    Attributes:
+        q: the quantile.
+        grid: number of steps of the candidate grid (``grid + 1`` candidates).
+    """
+
+    q: Fraction
+    grid: int
+
+    kind: ClassVar[MeasureKind] = "histogram"
+
+    def describe(self) -> dict[str, object]:
+        """The record, with the quantile and the grid."""
+        return {**super().describe(), "q": str(self.q), "grid": self.grid}
+
+
+COUNTS: dict[str, type[Measure]] = {
+    "rows": RowCount,
+    "values": ValueCount,
+    "units": UnitCount,
+    "distinct": DistinctValues,
+}
 
 
 def count_measure(
@@ -176,17 +261,12 @@ def count_measure(
     """A count of rows, values or units: each of a unit's ``r`` rows in a partition adds 1."""
     dp = r  # each row adds 1
     mech, shift, sens = noise_parameters(loss_kind, dp, m, budget, "a count")
-    return Measure(
+    cls = COUNTS.get(kind_)
+    if cls is None:
+        raise InternalError(f"{kind_} is not a count")
+    return cls(
         id=measure_id,
-        kind=kind_,
         column=column,
-        lower_f=0.0,
-        upper_f=0.0,
-        midpoint_f=0.0,
-        exponent=0,
-        centre=0,
-        row_low=0,
-        row_high=1,
         partition_sensitivity=dp,
         mechanism=mech,
         sensitivity=sens,
@@ -305,7 +385,7 @@ def sum_measure(
     *,
     centred: bool,
     exponent: int | None = None,
-) -> Measure:
+) -> SumMeasure:
     """An exact fixed-point sum of ``column`` clamped to ``bounds`` (centred: minus a centre).
 
     The grid is the finer of the column's own and ``exponent`` (shared with other sums).
@@ -320,9 +400,8 @@ def sum_measure(
     row_low, row_high = a - centre, b - centre
     dp = r * max(abs(row_low), abs(row_high))
     mech, shift, sens = noise_parameters(loss_kind, dp, m, budget, f"the sum of {column.name!r}")
-    return Measure(
+    return SumMeasure(
         id=measure_id,
-        kind="sum",
         column=column,
         lower_f=lo_f,
         upper_f=hi_f,
@@ -349,7 +428,7 @@ def squares_measure(
     loss_kind: type[PrivacyLoss],
     m: int,
     r: int,
-) -> Measure:
+) -> SquaresMeasure:
     """An exact fixed-point sum of squares of ``clamp(x) − mid_f`` (for variances)."""
     lo_f, hi_f = bounds.as_floats()
     # The engine computes d = clamp(x) − mid and d·d in IEEE doubles; both are monotone, so
@@ -363,16 +442,13 @@ def squares_measure(
     mech, shift, sens = noise_parameters(
         loss_kind, dp, m, budget, f"the squares of {column.name!r}"
     )
-    return Measure(
+    return SquaresMeasure(
         id=measure_id,
-        kind="squares",
         column=column,
         lower_f=lo_f,
         upper_f=hi_f,
         midpoint_f=mid_f,
         exponent=e,
-        centre=0,
-        row_low=0,
         row_high=b,
         partition_sensitivity=dp,
         mechanism=mech,
@@ -392,7 +468,7 @@ def histogram_measure(
     m: int,
     r: int,
     grid: int,
-) -> Measure:
+) -> HistogramMeasure:
     """A histogram over ``grid + 1`` candidates, for the exponential mechanism at ``q``."""
     lo_f, hi_f = bounds.as_floats()
     if column.kind is ColumnKind.INTEGER:
@@ -407,17 +483,11 @@ def histogram_measure(
     # Scores are −|(den−num)·#below − num·#above| (integers); one row moves one of the two
     # counts of every other candidate by one.
     dp = r * max(q.numerator, q.denominator - q.numerator)
-    return Measure(
+    return HistogramMeasure(
         id=measure_id,
-        kind="histogram",
         column=column,
         lower_f=lo_f,
         upper_f=hi_f,
-        midpoint_f=float(bounds.midpoint),
-        exponent=0,
-        centre=0,
-        row_low=0,
-        row_high=1,
         partition_sensitivity=dp,
         mechanism="exponential",
         sensitivity=Fraction(m * dp),

@@ -28,7 +28,7 @@ from deniable.mechanisms import Release, discrete_gaussian, exponential, geometr
 from deniable.noise.source import RandomSource
 from deniable.query import partition
 from deniable.query.aggregates import NoisyMeasures, Released
-from deniable.query.measures import Measure
+from deniable.query.measures import HistogramMeasure, Measure
 from deniable.query.plan import DPPlan
 from deniable.query.rewrite.compile import BIN, COUNT, PART, UNITS, CompiledQuery
 
@@ -82,7 +82,9 @@ def read_result(table: pa.Table, compiled: CompiledQuery, plan: DPPlan) -> Exact
         rows = np.flatnonzero(part == j)
         ids: dict[tuple[object, ...], int] = {}
         row_ids = np.array([ids.setdefault(k, len(ids)) for k in key_tuples(rows)], dtype=np.int64)
-        grid = plan.measure(mid).grid
+        meas = plan.measure(mid)
+        assert isinstance(meas, HistogramMeasure)
+        grid = meas.grid
         hist = np.zeros((len(ids), grid + 1), dtype=np.int64)
         np.add.at(hist, (row_ids, bins[rows]), counts[rows])
         histograms[mid] = {key: hist[n] for key, n in ids.items()}
@@ -162,7 +164,7 @@ def release(
         noisy[meas.id] = np.asarray(rel.value, dtype=np.int64)  # in units of 2^shift
     chosen: dict[str, I64] = {}
     for meas in plan.measures:
-        if meas.kind != "histogram":
+        if not isinstance(meas, HistogramMeasure):
             continue
         per = exact.histograms.get(meas.id, {})
         picks = np.zeros(len(keys), dtype=np.int64)
@@ -171,7 +173,7 @@ def release(
             if counts is None:
                 counts = np.zeros(meas.grid + 1, dtype=np.int64)
             rel = exponential(
-                quantile_scores(counts, meas.q if meas.q is not None else Fraction(1, 2)),
+                quantile_scores(counts, meas.q),
                 sensitivity=meas.sensitivity,
                 epsilon=meas.budget,
                 source=source,

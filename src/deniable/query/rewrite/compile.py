@@ -68,7 +68,18 @@ from sqlglot.errors import ErrorLevel, SqlglotError
 from deniable.engines.base import SAMPLE_ALIAS, Capabilities
 from deniable.errors import InternalError, UnsafeQuery
 from deniable.query.catalog import Column, ColumnKind
-from deniable.query.plan import DPPlan, Measure
+from deniable.query.measures import (
+    ClampedMeasure,
+    DistinctValues,
+    HistogramMeasure,
+    Measure,
+    RowCount,
+    SquaresMeasure,
+    SumMeasure,
+    UnitCount,
+    ValueCount,
+)
+from deniable.query.plan import DPPlan
 from deniable.query.rowexpr import Clamp
 from deniable.sqlnames import identifier
 
@@ -548,17 +559,17 @@ def unit_identity_sql(column: Column, caps: Capabilities) -> str:
     return render(unit_identity(column, caps), caps.dialect)
 
 
-def _value(s: _Sql, m: Measure) -> exp.Expression:
+def _value(s: _Sql, column: Column | None) -> exp.Expression:
     """The column as a double with NaN turned into NULL (reals), or as it is (integers)."""
-    assert m.column is not None
-    col = s.ref(m.column)
-    if m.column.kind is ColumnKind.REAL:
+    assert column is not None
+    col = s.ref(column)
+    if column.kind is ColumnKind.REAL:
         x = _cast(col, _T.DOUBLE)
         return _paren(_case([(s.caps.is_nan_test(x), exp.Null())], x.copy()))
     return col
 
 
-def _clamped_double(s: _Sql, m: Measure) -> exp.Expression:
+def _clamped_double(s: _Sql, m: ClampedMeasure) -> exp.Expression:
     assert m.column is not None
     x = _cast(s.ref(m.column), _T.DOUBLE)
     lo, hi = s.double(m.lower_f), s.double(m.upper_f)
@@ -574,6 +585,11 @@ def _clamp(x: exp.Expression, lo: exp.Expression, hi: exp.Expression) -> exp.Exp
     return _paren(_case([(_is_null(x), exp.Null())], _least(_greatest(x.copy(), lo), hi)))
 
 
+def _centre(m: Measure) -> int:
+    """The integer a centred sum subtracts from each unit (0 for other measures)."""
+    return m.centre if isinstance(m, SumMeasure) else 0
+
+
 def _scale(s: _Sql, exponent: int) -> exp.Expression:
     return s.double(float(Fraction(2) ** -exponent))
 
@@ -583,24 +599,24 @@ def row_expression(
 ) -> exp.Expression | None:
     """The per-row value of a measure as a tree (None for ``rows`` and ``units``)."""
     s = _Sql(caps, kinds)
-    if m.kind in ("rows", "units"):
+    if isinstance(m, RowCount | UnitCount):
         return None
-    if m.kind in ("values", "distinct"):
-        return _value(s, m)
-    if m.kind == "sum":
+    if isinstance(m, ValueCount | DistinctValues):
+        return _value(s, m.column)
+    if isinstance(m, SumMeasure):
         if m.integer_column and m.exponent == 0:
             lo, hi = int(m.lower_f), int(m.upper_f)
-            return _cast(_clamp(_value(s, m), s.lit(lo), s.lit(hi)), _T.BIGINT)
+            return _cast(_clamp(_value(s, m.column), s.lit(lo), s.lit(hi)), _T.BIGINT)
         scaled = exp.Mul(this=_clamped_double(s, m), expression=_scale(s, m.exponent))
         # centred sums subtract centre × count at aggregation (exact integers)
         return _cast(exp.Round(this=scaled), _T.BIGINT)
-    if m.kind == "squares":
+    if isinstance(m, SquaresMeasure):
         d = _paren(exp.Sub(this=_clamped_double(s, m), expression=s.double(m.midpoint_f)))
         square = _paren(exp.Mul(this=d, expression=d.copy()))
         return _cast(
             exp.Round(this=exp.Mul(this=square, expression=_scale(s, m.exponent))), _T.BIGINT
         )
-    if m.kind == "histogram":
+    if isinstance(m, HistogramMeasure):
         step_inv = s.double(m.grid / (m.upper_f - m.lower_f))
         offset = _paren(exp.Sub(this=_clamped_double(s, m), expression=s.double(m.lower_f)))
         raw = _cast(exp.Round(this=exp.Mul(this=offset, expression=step_inv)), _T.BIGINT)
@@ -822,10 +838,10 @@ def compile_plan(
             by_column.setdefault(meas.column.name, measure_alias[meas.id])
     count_alias: dict[str, str] = {}
     for meas in additive:
-        if meas.kind == "values" or (meas.kind == "sum" and meas.centre):
+        if meas.kind == "values" or _centre(meas):
             assert meas.column is not None
             if meas.column.name not in by_column:
-                expr = row_expression(dataclasses.replace(meas, kind="values"), caps, kinds)
+                expr = _value(s, meas.column)
                 assert expr is not None
                 by_column[meas.column.name] = aliases.setdefault(expr, f"__v{len(aliases)}")
             count_alias[meas.id] = by_column[meas.column.name]
@@ -838,7 +854,7 @@ def compile_plan(
         a = measure_alias.get(meas.id)
         if a is None:
             continue
-        if meas.kind == "values" or (meas.kind == "sum" and meas.centre):
+        if meas.kind == "values" or _centre(meas):
             needed.setdefault(("count", count_alias[meas.id]), f"__c{count_alias[meas.id][3:]}")
         if meas.kind in ("sum", "squares"):
             needed.setdefault(("sum", a), f"__s{a[3:]}")
@@ -1115,9 +1131,9 @@ def compile_plan(
             total = _sum(caps, _ref(a))
         if meas.kind == "values":
             expr = count
-        elif meas.centre:
+        elif _centre(meas):
             expr = _paren(
-                exp.Sub(this=total, expression=exp.Mul(this=s.lit(meas.centre), expression=count))
+                exp.Sub(this=total, expression=exp.Mul(this=s.lit(_centre(meas)), expression=count))
             )
         else:
             expr = total
@@ -1198,9 +1214,11 @@ def _packable(
     """
     reach: dict[str, int] = {}
     for meas in plan.measures:
-        if meas.kind in ("sum", "squares"):
+        if isinstance(meas, SumMeasure | SquaresMeasure):
             a = measure_alias[meas.id]
-            top = max(abs(meas.row_low + meas.centre), abs(meas.row_high + meas.centre)) + 1
+            low = meas.row_low + meas.centre if isinstance(meas, SumMeasure) else 0
+            high = meas.row_high + _centre(meas)
+            top = max(abs(low), abs(high)) + 1
             reach[a] = max(reach.get(a, 0), top)
     r = plan.max_rows
     bits = r.bit_length()
