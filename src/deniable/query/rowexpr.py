@@ -465,7 +465,7 @@ def enumerate_domain(
             return placeholder.copy()
         return n
 
-    swapped = node.copy().transform(swap)
+    swapped = node.transform(swap)
     assert isinstance(swapped, exp.Expression)
     arr = np.asarray(values) if not isinstance(values, np.ndarray) else values
     try:

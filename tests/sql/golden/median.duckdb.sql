@@ -80,9 +80,7 @@ WITH __l1 AS (
   SEMI JOIN __heavy AS __r
     ON __t."uid" IS NOT DISTINCT FROM __r.__u AND __t."g" IS NOT DISTINCT FROM __r.__k0
   WHERE
-    (
-      __t."g" IN ('x', 'y') OR __t."g" IS NULL
-    ) AND __t."uid" IS NOT NULL
+    __t."uid" IS NOT NULL
 ), __hkept AS (
   SELECT
     __u,
@@ -147,9 +145,7 @@ WITH __l1 AS (
   SEMI JOIN __light AS __r
     ON __t."uid" IS NOT DISTINCT FROM __r.__u AND __t."g" IS NOT DISTINCT FROM __r.__k0
   WHERE
-    (
-      __t."g" IN ('x', 'y') OR __t."g" IS NULL
-    ) AND __t."uid" IS NOT NULL
+    __t."uid" IS NOT NULL
 ), __bounded AS (
   SELECT
     __u,

@@ -98,10 +98,7 @@ WITH __l1 AS (
     ) AS __v0
   FROM "__deniable_0" AS __t
   WHERE
-    (
-      __t."g" IN ('x', 'y') OR __t."g" IS NULL
-    )
-    AND __t."uid" IS NOT NULL
+    __t."uid" IS NOT NULL
     AND EXISTS(
       SELECT
         1
@@ -197,10 +194,7 @@ WITH __l1 AS (
     ) AS __v0
   FROM "__deniable_0" AS __t
   WHERE
-    (
-      __t."g" IN ('x', 'y') OR __t."g" IS NULL
-    )
-    AND __t."uid" IS NOT NULL
+    __t."uid" IS NOT NULL
     AND EXISTS(
       SELECT
         1

@@ -55,9 +55,7 @@ WITH __l1 AS (
   SEMI JOIN __heavy AS __r
     ON __t.`uid` IS NOT DISTINCT FROM __r.__u AND __t.`g` IS NOT DISTINCT FROM __r.__k0
   WHERE
-    (
-      __t.`g` IN ('x', 'y') OR __t.`g` IS NULL
-    ) AND __t.`uid` IS NOT NULL
+    __t.`uid` IS NOT NULL
 ), __hl1 AS (
   SELECT
     __u,

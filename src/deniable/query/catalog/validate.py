@@ -597,7 +597,7 @@ class _Binder:
                     return exp.Paren(this=found.expr.copy())
             return n
 
-        out = node.copy().transform(visit)
+        out = node.transform(visit)
         assert isinstance(out, exp.Expression)
         return out
 
@@ -614,7 +614,7 @@ class _Binder:
                 return _paren_if_needed(found.expr.copy())
             return n
 
-        out = node.copy().transform(visit)
+        out = node.transform(visit)
         assert isinstance(out, exp.Expression)
         return rowexpr.total_casts(out)
 
@@ -778,7 +778,7 @@ def validate(
                 )
             return n
 
-        bound = node.copy().transform(visit)
+        bound = node.transform(visit)
         assert isinstance(bound, exp.Expression)
         postprocess.check(bound, text=text)
         return bound
@@ -820,7 +820,7 @@ def validate(
                 return exp.paren(target.copy())
             return n
 
-        out = node.copy().transform(visit)
+        out = node.transform(visit)
         assert isinstance(out, exp.Expression)
         return out
 
@@ -837,7 +837,7 @@ def validate(
                 continue
             # Conditions on group keys alone are row conditions too: moved into WHERE, so
             # that rows of groups they drop are never read (the filter on the answer stays).
-            as_rows = part.copy().transform(
+            as_rows = part.transform(
                 lambda n: (
                     _paren_if_needed(_key_expr(keys, key_trees, n).copy())
                     if isinstance(n, exp.Column) and n.name.startswith(KEY_PREFIX)
@@ -991,7 +991,7 @@ def _enumerated(
                 high=exp.Literal.number(hi),
                 real=exp.false(),
             )
-            clamped = tree.copy().transform(lambda n: clamp.copy() if n == column else n)
+            clamped = tree.transform(lambda n: clamp.copy() if n == column else n)
             assert isinstance(clamped, exp.Expression)
             domain = rowexpr.enumerate_domain(tree, column, np.arange(lo, hi + 1), run)
             if domain is not None:

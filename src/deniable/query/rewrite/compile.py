@@ -402,7 +402,7 @@ class _Sql:
                 return self.col(n.name)
             return n
 
-        out = tree.copy().transform(spell)
+        out = tree.transform(spell)
         assert isinstance(out, exp.Expression)
         return out
 
@@ -724,8 +724,13 @@ def column_kinds(plan: DPPlan) -> dict[tuple[str, str], ColumnKind]:
     return out
 
 
-def where_conditions(plan: DPPlan, caps: Capabilities) -> list[exp.Expression]:
+def where_conditions(
+    plan: DPPlan, caps: Capabilities, *, domains: bool = True
+) -> list[exp.Expression]:
     """The row filters: the analyst's predicate (made total), public domains, non-NULL unit.
+
+    ``domains=False`` leaves out the public-domain filters: for rows read again by their
+    (unit, keys), whose keys already passed them.
 
     Raises:
         UnsafeQuery: the engine cannot make the analyst's predicate total.
@@ -748,7 +753,7 @@ def where_conditions(plan: DPPlan, caps: Capabilities) -> list[exp.Expression]:
         for name, values in j.table.domains.items()
     }
     for k, values in zip(plan.keys, plan.key_domains, strict=True):
-        if values is None:
+        if values is None or not domains:
             continue
         present = [v for v in values if v is not None]
         e = k.expr
@@ -861,6 +866,7 @@ def compile_plan(
 
     unit_column = plan.query.table.column(unit) if unit is not None else None
     filters = where_conditions(plan, caps)
+    reread_filters = where_conditions(plan, caps, domains=False)
 
     def row_columns(only: Sequence[str] | None = None) -> list[exp.Expression]:
         """The per-row select list of step 1 (a fresh tree at each use).
@@ -891,8 +897,9 @@ def compile_plan(
             main.append("joins", exp.Join(this=_relation(name, j.alias), on=on, **side))
         return main
 
-    def row_filter() -> exp.Expression | None:
-        return _and(*(f.copy() for f in filters)) if filters else None
+    def row_filter(*, reread: bool = False) -> exp.Expression | None:
+        chosen = reread_filters if reread else filters
+        return _and(*(f.copy() for f in chosen)) if chosen else None
 
     def rows_query(only: Sequence[str] | None = None) -> exp.Select:
         return _select(row_columns(only), source(), where=row_filter())
@@ -1020,7 +1027,7 @@ def compile_plan(
 
         def reread(name: str, partitions: str, only: Sequence[str] | None = None) -> None:
             select = row_columns(only)
-            cte(name, s.semi_source(select, source(), row_filter(), partitions, on))
+            cte(name, s.semi_source(select, source(), row_filter(reread=True), partitions, on))
 
         heavy = exp.GT(this=_ref("__n"), expression=_int(r))
         light = exp.LTE(this=_ref("__n"), expression=_int(r))
