@@ -381,7 +381,9 @@ class _Sql:
         """
         if column.expr is None:
             return self.col(column.name)
-        return _paren(_total_predicate(self.lower(column.expr), self.caps, self.kinds))
+        # made total before deniable's own clamps are spelled: their casts of a number to
+        # DOUBLE cannot fail, and an engine without TRY must not refuse them
+        return _paren(self.lower(_total_predicate(column.expr, self.caps, self.kinds)))
 
     def lower(self, tree: exp.Expression) -> exp.Expression:
         """Deniable's own nodes spelled for the engine; unqualified columns qualified."""

@@ -1,0 +1,164 @@
+WITH __l1 AS (
+  SELECT
+    __u,
+    __k0,
+    count(*) AS __n
+  FROM (
+    SELECT
+      __t."uid" AS __u,
+      __t."g" AS __k0
+    FROM "__deniable_0" AS __t
+    WHERE
+      (
+        __t."g" IN ('x', 'y') OR __t."g" IS NULL
+      ) AND __t."uid" IS NOT NULL
+  ) AS __r
+  GROUP BY
+    __u,
+    __k0
+), __capped AS (
+  SELECT
+    __u,
+    __k0,
+    __n
+  FROM (
+    SELECT
+      *,
+      row_number() OVER (
+        PARTITION BY __u
+        ORDER BY coalesce(
+          hashtextextended(
+            CAST(coalesce(
+              hashtextextended(
+                CAST(CAST(2 AS BIGINT) # coalesce(hashtextextended(CAST(__u AS TEXT), 0), 0) AS TEXT),
+                0
+              ),
+              0
+            ) # coalesce(hashtextextended(CAST(__k0 AS TEXT), 0), 0) AS TEXT),
+            0
+          ),
+          0
+        ), __k0
+      ) AS __pr
+    FROM __l1
+  ) AS __p
+  WHERE
+    __pr <= 2 AND __pr > 0
+), __heavy AS (
+  SELECT
+    __u,
+    __k0
+  FROM __capped
+  WHERE
+    __n > 3
+), __hrows AS (
+  SELECT
+    __t."uid" AS __u,
+    __t."g" AS __k0,
+    __t."name" AS __v0
+  FROM "__deniable_0" AS __t
+  WHERE
+    __t."uid" IS NOT NULL
+    AND EXISTS(
+      SELECT
+        1
+      FROM __heavy AS __r
+      WHERE
+        __t."uid" IS NOT DISTINCT FROM __r.__u AND __t."g" IS NOT DISTINCT FROM __r.__k0
+    )
+), __hkept AS (
+  SELECT
+    __u,
+    __k0,
+    __v0
+  FROM (
+    SELECT
+      *,
+      row_number() OVER (
+        PARTITION BY __u, __k0
+        ORDER BY coalesce(
+          hashtextextended(
+            CAST(coalesce(
+              hashtextextended(
+                CAST(coalesce(
+                  hashtextextended(
+                    CAST(CAST(1 AS BIGINT) # coalesce(hashtextextended(CAST(__u AS TEXT), 0), 0) AS TEXT),
+                    0
+                  ),
+                  0
+                ) # coalesce(hashtextextended(CAST(__k0 AS TEXT), 0), 0) AS TEXT),
+                0
+              ),
+              0
+            ) # coalesce(hashtextextended(CAST(__v0 AS TEXT), 0), 0) AS TEXT),
+            0
+          ),
+          0
+        ), __v0
+      ) AS __rn
+    FROM __hrows
+  ) AS __h
+  WHERE
+    __rn <= 3 AND __rn > 0
+), __light AS (
+  SELECT
+    __u,
+    __k0
+  FROM __capped
+  WHERE
+    __n <= 3
+), __lrows AS (
+  SELECT
+    __t."uid" AS __u,
+    __t."g" AS __k0,
+    __t."name" AS __v0
+  FROM "__deniable_0" AS __t
+  WHERE
+    __t."uid" IS NOT NULL
+    AND EXISTS(
+      SELECT
+        1
+      FROM __light AS __r
+      WHERE
+        __t."uid" IS NOT DISTINCT FROM __r.__u AND __t."g" IS NOT DISTINCT FROM __r.__k0
+    )
+), __bounded AS (
+  SELECT
+    __u,
+    __k0,
+    __v0
+  FROM __lrows
+  UNION ALL
+  SELECT
+    __u,
+    __k0,
+    __v0
+  FROM __hkept
+), __kept AS (
+  SELECT
+    __u,
+    __k0,
+    least(__n, 3) AS __n
+  FROM __capped
+)
+SELECT
+  0 AS __part,
+  __k0,
+  CAST(count(*) AS BIGINT) AS __units,
+  CAST(NULL AS BIGINT) AS __bin,
+  CAST(NULL AS BIGINT) AS __count
+FROM __kept
+GROUP BY
+  __k0
+UNION ALL
+SELECT
+  1 AS __part,
+  __k0,
+  CAST(NULL AS BIGINT) AS __units,
+  CAST(NULL AS BIGINT) AS __bin,
+  CAST(count(DISTINCT __v0) AS BIGINT) AS __count
+FROM __bounded
+GROUP BY
+  __k0
+HAVING
+  count(DISTINCT __v0) > 0

@@ -1,0 +1,53 @@
+WITH __l1 AS (
+  SELECT
+    __u,
+    __k0,
+    count(*) AS __n
+  FROM (
+    SELECT
+      __t."uid" AS __u,
+      __t."g" AS __k0
+    FROM "__deniable_0" AS __t
+    WHERE
+      __t."v" > 1
+      AND (
+        __t."g" IN ('x', 'y') OR __t."g" IS NULL
+      )
+      AND __t."uid" IS NOT NULL
+  ) AS __r
+  GROUP BY
+    __u,
+    __k0
+), __capped AS (
+  SELECT
+    __u,
+    __k0,
+    __n
+  FROM (
+    SELECT
+      *,
+      row_number() OVER (
+        PARTITION BY __u
+        ORDER BY hash(xor(hash(xor(CAST(2 AS UBIGINT), hash(__u))), hash(__k0))), __k0
+      ) AS __pr
+    FROM __l1
+  ) AS __p
+  WHERE
+    __pr <= 2 AND __pr > 0
+), __kept AS (
+  SELECT
+    __u,
+    __k0,
+    least(__n, 3) AS __n
+  FROM __capped
+)
+SELECT
+  0 AS __part,
+  __k0,
+  CAST(count(*) AS BIGINT) AS __units,
+  CAST(least(greatest(coalesce(sum(__n), 0), -4611686018427387903), 4611686018427387903) AS BIGINT) AS __m_m0,
+  CAST(NULL AS BIGINT) AS __bin,
+  CAST(NULL AS BIGINT) AS __count
+FROM __kept
+GROUP BY
+  __k0

@@ -1,0 +1,44 @@
+WITH __l1 AS (
+  SELECT
+    __u,
+    __k0,
+    count(*) AS __n
+  FROM (
+    SELECT
+      __t."uid" AS __u,
+      (
+        CASE WHEN __t."v" > 10 THEN 'hi' ELSE 'lo' END
+      ) AS __k0
+    FROM "__deniable_0" AS __t
+    WHERE
+      (
+        (
+          CASE WHEN __t."v" > 10 THEN 'hi' ELSE 'lo' END
+        ) IN ('hi', 'lo')
+      )
+      AND __t."uid" IS NOT NULL
+  ) AS __r
+  GROUP BY
+    __u,
+    __k0
+), __capped AS (
+  SELECT
+    *
+  FROM __l1
+), __kept AS (
+  SELECT
+    __u,
+    __k0,
+    least(__n, 3) AS __n
+  FROM __capped
+)
+SELECT
+  0 AS __part,
+  __k0,
+  CAST(count(*) AS BIGINT) AS __units,
+  CAST(least(greatest(coalesce(sum(__n), 0), -4611686018427387903), 4611686018427387903) AS BIGINT) AS __m_m0,
+  CAST(NULL AS BIGINT) AS __bin,
+  CAST(NULL AS BIGINT) AS __count
+FROM __kept
+GROUP BY
+  __k0

@@ -1,0 +1,222 @@
+WITH __l1 AS (
+  SELECT
+    __u,
+    __k0,
+    count(*) AS __n,
+    CAST(least(
+      greatest(coalesce(sum(coalesce(__v0 * 4 + 1, 0)), 0), -4611686018427387903),
+      4611686018427387903
+    ) AS BIGINT) AS __p0
+  FROM (
+    SELECT
+      __t."uid" AS __u,
+      __t."g" AS __k0,
+      CAST(round(
+        (
+          CASE
+            WHEN CAST((
+              try(
+                (
+                  CASE
+                    WHEN CAST(__j1."w" AS DOUBLE) IS NULL OR isnan(CAST(__j1."w" AS DOUBLE))
+                    THEN NULL
+                    ELSE least(greatest(CAST(__j1."w" AS DOUBLE), CAST(0 AS DOUBLE)), CAST(5 AS DOUBLE))
+                  END
+                )
+              )
+            ) AS DOUBLE) IS NULL
+            OR isnan(
+              CAST((
+                try(
+                  (
+                    CASE
+                      WHEN CAST(__j1."w" AS DOUBLE) IS NULL OR isnan(CAST(__j1."w" AS DOUBLE))
+                      THEN NULL
+                      ELSE least(greatest(CAST(__j1."w" AS DOUBLE), CAST(0 AS DOUBLE)), CAST(5 AS DOUBLE))
+                    END
+                  )
+                )
+              ) AS DOUBLE)
+            )
+            THEN NULL
+            ELSE least(
+              greatest(
+                CAST((
+                  try(
+                    (
+                      CASE
+                        WHEN CAST(__j1."w" AS DOUBLE) IS NULL OR isnan(CAST(__j1."w" AS DOUBLE))
+                        THEN NULL
+                        ELSE least(greatest(CAST(__j1."w" AS DOUBLE), CAST(0 AS DOUBLE)), CAST(5 AS DOUBLE))
+                      END
+                    )
+                  )
+                ) AS DOUBLE),
+                CAST('0.0' AS DOUBLE)
+              ),
+              CAST('5.0' AS DOUBLE)
+            )
+          END
+        ) * CAST('134217728.0' AS DOUBLE)
+      ) AS BIGINT) AS __v0
+    FROM "__deniable_0" AS __t
+      INNER JOIN "__deniable_2" AS __j1
+        ON __t."uid" = __j1."uid"
+    WHERE
+      (
+        __t."g" IN ('x', 'y') OR __t."g" IS NULL
+      ) AND __t."uid" IS NOT NULL
+  ) AS __r
+  GROUP BY
+    __u,
+    __k0
+), __capped AS (
+  SELECT
+    __u,
+    __k0,
+    __n,
+    __p0
+  FROM (
+    SELECT
+      *,
+      row_number() OVER (
+        PARTITION BY __u
+        ORDER BY hash(xor(hash(xor(CAST(2 AS UBIGINT), hash(__u))), hash(__k0))), __k0
+      ) AS __pr
+    FROM __l1
+  ) AS __p
+  WHERE
+    __pr <= 2 AND __pr > 0
+), __heavy AS (
+  SELECT
+    __u,
+    __k0
+  FROM __capped
+  WHERE
+    __n > 3
+), __hrows AS (
+  SELECT
+    __t."uid" AS __u,
+    __t."g" AS __k0,
+    CAST(round(
+      (
+        CASE
+          WHEN CAST((
+            try(
+              (
+                CASE
+                  WHEN CAST(__j1."w" AS DOUBLE) IS NULL OR isnan(CAST(__j1."w" AS DOUBLE))
+                  THEN NULL
+                  ELSE least(greatest(CAST(__j1."w" AS DOUBLE), CAST(0 AS DOUBLE)), CAST(5 AS DOUBLE))
+                END
+              )
+            )
+          ) AS DOUBLE) IS NULL
+          OR isnan(
+            CAST((
+              try(
+                (
+                  CASE
+                    WHEN CAST(__j1."w" AS DOUBLE) IS NULL OR isnan(CAST(__j1."w" AS DOUBLE))
+                    THEN NULL
+                    ELSE least(greatest(CAST(__j1."w" AS DOUBLE), CAST(0 AS DOUBLE)), CAST(5 AS DOUBLE))
+                  END
+                )
+              )
+            ) AS DOUBLE)
+          )
+          THEN NULL
+          ELSE least(
+            greatest(
+              CAST((
+                try(
+                  (
+                    CASE
+                      WHEN CAST(__j1."w" AS DOUBLE) IS NULL OR isnan(CAST(__j1."w" AS DOUBLE))
+                      THEN NULL
+                      ELSE least(greatest(CAST(__j1."w" AS DOUBLE), CAST(0 AS DOUBLE)), CAST(5 AS DOUBLE))
+                    END
+                  )
+                )
+              ) AS DOUBLE),
+              CAST('0.0' AS DOUBLE)
+            ),
+            CAST('5.0' AS DOUBLE)
+          )
+        END
+      ) * CAST('134217728.0' AS DOUBLE)
+    ) AS BIGINT) AS __v0
+  FROM "__deniable_0" AS __t
+    INNER JOIN "__deniable_2" AS __j1
+      ON __t."uid" = __j1."uid"
+  SEMI JOIN __heavy AS __r
+    ON __t."uid" IS NOT DISTINCT FROM __r.__u AND __t."g" IS NOT DISTINCT FROM __r.__k0
+  WHERE
+    __t."uid" IS NOT NULL
+), __hl1 AS (
+  SELECT
+    __u,
+    __k0,
+    count(*) AS __n,
+    CAST(least(
+      greatest(coalesce(sum(coalesce(__v0 * 4 + 1, 0)), 0), -4611686018427387903),
+      4611686018427387903
+    ) AS BIGINT) AS __p0
+  FROM (
+    SELECT
+      *,
+      row_number() OVER (
+        PARTITION BY __u, __k0
+        ORDER BY hash(xor(hash(xor(hash(xor(CAST(1 AS UBIGINT), hash(__u))), hash(__k0))), hash(__v0))), __v0
+      ) AS __rn
+    FROM __hrows
+  ) AS __h
+  WHERE
+    __rn <= 3 AND __rn > 0
+  GROUP BY
+    __u,
+    __k0
+), __kept AS (
+  SELECT
+    __u,
+    __k0,
+    __n,
+    (
+      __p0 & 3
+    ) AS __c0,
+    (
+      __p0 >> 2
+    ) AS __s0
+  FROM __capped
+  WHERE
+    __n <= 3
+  UNION ALL
+  SELECT
+    __u,
+    __k0,
+    __n,
+    (
+      __p0 & 3
+    ) AS __c0,
+    (
+      __p0 >> 2
+    ) AS __s0
+  FROM __hl1
+)
+SELECT
+  0 AS __part,
+  __k0,
+  CAST(count(*) AS BIGINT) AS __units,
+  CAST(least(greatest(coalesce(sum(__n), 0), -4611686018427387903), 4611686018427387903) AS BIGINT) AS __m_m0,
+  CAST(least(greatest(coalesce(sum(__c0), 0), -4611686018427387903), 4611686018427387903) AS BIGINT) AS __m_m1,
+  CAST(least(
+    greatest(coalesce((
+      sum(__s0) - 335544320 * sum(__c0)
+    ), 0), -4611686018427387903),
+    4611686018427387903
+  ) AS BIGINT) AS __m_m2,
+  CAST(NULL AS BIGINT) AS __bin,
+  CAST(NULL AS BIGINT) AS __count
+FROM __kept
+GROUP BY
+  __k0
