@@ -458,3 +458,28 @@ def test_join_across_connections_is_refused_clearly(tmp_path: Path) -> None:
     assert list(answer["label"]) == ["a", "b", "c"]
     s.close()
     con.close()
+
+
+def test_cache_key_covers_the_joined_tables(tmp_path: Path) -> None:
+    """The same join text over other data in a joined table is another question."""
+    ledger = tmp_path / "l.db"
+    answers = []
+    for weight in (1.0, 2.0):
+        s = Session(budget=Epsilon(epsilon=5), ledger=ledger)
+        s.add_table(
+            "a",
+            pd.DataFrame({"u": [1, 2, 3], "k": ["x", "y", "x"]}),
+            privacy_unit="u",
+            public_keys={"k": ["x", "y"]},
+        )
+        s.add_table(
+            "b",
+            pd.DataFrame({"u": [1, 2, 3], "w": [weight] * 3}),
+            privacy_unit="u",
+            bounds={"w": (0, 5)},
+        )
+        answers.append(
+            s.sql("SELECT a.k, SUM(b.w) AS s FROM a JOIN b ON a.u = b.u GROUP BY a.k", epsilon=0.5)
+        )
+        s.close()
+    assert not answers[0].cached and not answers[1].cached

@@ -162,21 +162,25 @@ def compile(query: str, catalog: Mapping[str, TableInfo], options: QueryOptions)
     return QueryProgram(plan=plan, cache_key=_cache_key(plan, options))
 
 
+def _policy_json(info: TableInfo) -> dict[str, object]:
+    policy = info.policy
+    return {
+        "unit": policy.privacy_unit,
+        "bounds": {k: [str(b.lower), str(b.upper)] for k, b in policy.bounds.items()},
+        "max_groups": policy.max_groups,
+        "max_rows": policy.max_rows,
+        "public_keys": {k: [repr(v) for v in vs] for k, vs in policy.public_keys.items()},
+    }
+
+
 def _cache_key(plan: DPPlan, options: QueryOptions) -> str:
     info = plan.query.table
-    policy = info.policy
-    payload = {
+    payload: dict[str, object] = {
         "v": CACHE_KEY_VERSION,
         "sql": plan.query.parsed.normalized,
         "table": info.name,
         "data": info.version,
-        "policy": {
-            "unit": policy.privacy_unit,
-            "bounds": {k: [str(b.lower), str(b.upper)] for k, b in policy.bounds.items()},
-            "max_groups": policy.max_groups,
-            "max_rows": policy.max_rows,
-            "public_keys": {k: [repr(v) for v in vs] for k, vs in policy.public_keys.items()},
-        },
+        "policy": _policy_json(info),
         "loss": loss_to_json(plan.requested),
         "split": None
         if options.split is None
@@ -189,5 +193,11 @@ def _cache_key(plan: DPPlan, options: QueryOptions) -> str:
         "level": repr(plan.level),
         "quantile_grid": options.quantile_grid,
     }
+    if plan.query.joins:
+        # the joined tables' data and declarations are part of the question too
+        payload["joins"] = [
+            {"table": j.table.name, "data": j.table.version, "policy": _policy_json(j.table)}
+            for j in plan.query.joins
+        ]
     text = json.dumps(payload, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()
