@@ -18,12 +18,13 @@ know the :class:`~deniable.sqlrunner.SQLRunner` protocol, never DuckDB.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import os
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -340,36 +341,25 @@ class DuckDBEngine:
             InvalidParameter: ``binding`` is not bound to this engine.
             EngineError: DuckDB failed while drawing the sample.
         """
-        runner = self._runner(binding)
         name = f"__deniable_sample_{next(self._counter)}"
-        staged: str | None = None
         failure: str | None = None
         try:
-            if binding.name in self._local:
-                relation = quote_identifier(binding.name)
-            else:
-                staged = f"__deniable_stage_{next(self._counter)}"
-                reader = runner(f"SELECT * FROM {quote_identifier(binding.name)}").to_arrow_reader()
-                self._con.register(staged, reader)
-                relation = quote_identifier(staged)
-            if identity is None:
-                adapter = DuckDBRunner(self._con)
-                table = bernoulli_sample(adapter, relation, "*", rate, source=source)
-                self._con.execute(f"ALTER TABLE {table} RENAME TO {quote_identifier(name)}")
-            else:
-                where, params = BernoulliFilter(rate=rate, source=source).predicate(identity)
-                self._con.execute(
-                    f"CREATE TEMP TABLE {quote_identifier(name)} AS "
-                    f"SELECT * FROM {relation} AS {SAMPLE_ALIAS} WHERE {where}",
-                    params,
-                )
+            with self._readable(binding) as relation:
+                if identity is None:
+                    adapter = DuckDBRunner(self._con)
+                    table = bernoulli_sample(adapter, relation, "*", rate, source=source)
+                    self._con.execute(f"ALTER TABLE {table} RENAME TO {quote_identifier(name)}")
+                else:
+                    where, params = BernoulliFilter(rate=rate, source=source).predicate(identity)
+                    self._con.execute(
+                        f"CREATE TEMP TABLE {quote_identifier(name)} AS "
+                        f"SELECT * FROM {relation} AS {SAMPLE_ALIAS} WHERE {where}",
+                        params,
+                    )
         except duckdb.Error as e:
             failure = type(e).__name__  # the message may quote a row: keep only the class
         except (EngineError, SQLError) as e:  # from DuckDBRunner: messages already safe
             failure = type(e).__name__
-        finally:
-            if staged is not None:
-                self._con.unregister(staged)
         if failure is not None:  # raised outside the handler: no DuckDB message in the context
             raise EngineError(f"the engine failed while drawing the sample ({failure})")
         self._runners[name] = self._con.sql
@@ -398,31 +388,39 @@ class DuckDBEngine:
             InvalidParameter: ``binding`` is not bound to this engine.
             EngineError: DuckDB failed while copying (no data in the message).
         """
-        runner = self._runner(binding)
         name = f"__deniable_copy_{next(self._counter)}"
         failure: str | None = None
-        staged: str | None = None
         try:
-            if binding.name in self._local:
-                relation = quote_identifier(binding.name)
-            else:
-                staged = f"__deniable_stage_{next(self._counter)}"
-                reader = runner(f"SELECT * FROM {quote_identifier(binding.name)}").to_arrow_reader()
-                self._con.register(staged, reader)
-                relation = quote_identifier(staged)
-            self._con.execute(
-                f"CREATE TEMP TABLE {quote_identifier(name)} AS SELECT * FROM {relation}"
-            )
+            with self._readable(binding) as relation:
+                self._con.execute(
+                    f"CREATE TEMP TABLE {quote_identifier(name)} AS SELECT * FROM {relation}"
+                )
         except duckdb.Error as e:
-            failure = type(e).__name__
-        finally:
-            if staged is not None:
-                self._con.unregister(staged)
+            failure = type(e).__name__  # the message may quote a row: keep only the class
         if failure is not None:
             raise EngineError(f"the engine failed while copying a table ({failure})")
         self._runners[name] = self._con.sql
         self._local.add(name)
         return TableBinding(name=name, columns=binding.columns, version=binding.version)
+
+    @contextlib.contextmanager
+    def _readable(self, binding: TableBinding) -> Iterator[str]:
+        """The binding as a relation name of the engine's own connection.
+
+        A binding of another connection (or relation) is streamed in through Arrow and
+        registered for the duration of the block, never copied into Python objects.
+        """
+        if binding.name in self._local:
+            yield quote_identifier(binding.name)
+            return
+        runner = self._runner(binding)
+        staged = f"__deniable_stage_{next(self._counter)}"
+        reader = runner(f"SELECT * FROM {quote_identifier(binding.name)}").to_arrow_reader()
+        self._con.register(staged, reader)
+        try:
+            yield quote_identifier(staged)
+        finally:
+            self._con.unregister(staged)
 
     def _fingerprint(
         self, runner: Runner, internal: str, columns: tuple[tuple[str, str], ...]
