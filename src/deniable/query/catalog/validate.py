@@ -31,7 +31,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
 import numpy as np
 from sqlglot import exp
@@ -1136,12 +1135,3 @@ def _make(kind: type[Aggregate], call: AggregateCall, column: Column, b: Bounds)
         assert call.q is not None
         return kind(column, b, q=call.q)
     return kind(column, b)
-
-
-def effective_bounds(query: ValidatedQuery) -> Mapping[str, Bounds]:
-    """The bounds each aggregated column will be clamped to (public; for the answer)."""
-    out: dict[str, Bounds] = {}
-    for _, agg in query.aggregates:
-        if agg.bounds is not None and agg.column is not None:
-            out[agg.column.name] = agg.bounds
-    return MappingProxyType(out)
