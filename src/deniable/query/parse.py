@@ -423,7 +423,8 @@ def _parse_select(stmt: exp.Select, text: str) -> ParsedQuery:
             )
     for win in stmt.find_all(exp.Window):
         raise refuse(
-            "window functions (OVER) are not supported: they compute per-row values",
+            "window functions (OVER) are not supported: they compute per-row values; "
+            "aggregate with GROUP BY instead",
             win,
             text,
         )
@@ -626,11 +627,20 @@ def _group_expressions(
         return []
     for arg in ("grouping_sets", "cube", "rollup", "totals", "all"):
         if group.args.get(arg):
-            raise refuse("GROUPING SETS, CUBE, ROLLUP and GROUP BY ALL are not supported", group)
+            raise refuse(
+                "GROUPING SETS, CUBE, ROLLUP and GROUP BY ALL are not supported; send one "
+                "query per grouping (or name the GROUP BY columns)",
+                group,
+            )
     out: list[exp.Expression] = []
     for e in group.expressions:
         if isinstance(e, exp.Rollup | exp.Cube | exp.GroupingSets):
-            raise refuse("GROUPING SETS, CUBE, ROLLUP and GROUP BY ALL are not supported", e, text)
+            raise refuse(
+                "GROUPING SETS, CUBE, ROLLUP and GROUP BY ALL are not supported; send one "
+                "query per grouping",
+                e,
+                text,
+            )
         if isinstance(e, exp.Literal) and not e.is_string and e.this.isdigit():
             i = int(e.this)
             if not 1 <= i <= len(outputs):
@@ -747,7 +757,12 @@ def _parse_aggregate(node: exp.Expression, text: str) -> AggregateCall | None:
         return None
     for inner in node.find_all(exp.AggFunc):
         if inner is not node:  # type: ignore[comparison-overlap]
-            raise refuse("aggregates cannot be nested", inner, text)
+            raise refuse(
+                "aggregates cannot be nested; ask the inner aggregate in a query of its own "
+                "(its noisy answer can then be post-processed freely)",
+                inner,
+                text,
+            )
     if kind is Count:
         arg = node.this
         if isinstance(arg, exp.Star) or arg is None:
