@@ -36,9 +36,8 @@ from deniable.ledger import Ledger
 from deniable.noise.source import RandomSource, resolve
 from deniable.query import postprocess
 from deniable.query.answer import Answer, AnswerMetadata, loss_to_json, show_loss, zero_like
-from deniable.query.catalog.validate import KEY_PREFIX
-from deniable.query.parse import AGG_PREFIX
 from deniable.query.plan import DPPlan, releases_nothing_private
+from deniable.query.postprocess import AGG_PREFIX, KEY_PREFIX
 from deniable.query.program import QueryProgram
 from deniable.query.release import ExactAggregates, NoisyAnswer, read_result, release
 from deniable.query.rewrite.compile import CompiledQuery, Secrets, compile_plan

@@ -47,13 +47,12 @@ from deniable.query.aggregates import (
     Quantile,
     Variance,
 )
+from deniable.query.postprocess import AGG_PREFIX
 
 MAX_QUERY_CHARS = 20_000
 MAX_DEPTH = 200
 """Deepest expression nesting accepted (deeper text is refused before sqlglot recurses)."""
 
-AGG_PREFIX = "__agg"
-"""Name prefix of the placeholder columns that stand for aggregate calls."""
 
 # Spellings sqlglot leaves as anonymous functions, and the classes they mean.
 _SYNONYMS: dict[str, type[exp.Expression]] = {

@@ -36,7 +36,9 @@ Array = npt.NDArray[np.generic]
 IntervalFn = Callable[[float], tuple[F64, F64]]
 
 AGG_PREFIX = "__agg"
+"""Name prefix of the placeholder columns that stand for aggregate calls (``__agg<i>``)."""
 KEY_PREFIX = "__key"
+"""Name prefix of the placeholder columns that stand for group keys (``__key<j>``)."""
 
 ARITHMETIC: tuple[type[exp.Expression], ...] = (
     exp.Add,

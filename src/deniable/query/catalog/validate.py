@@ -55,7 +55,6 @@ from deniable.query.catalog import (
     make_bounds,
 )
 from deniable.query.parse import (
-    AGG_PREFIX,
     AggregateCall,
     ParsedQuery,
     Position,
@@ -65,10 +64,9 @@ from deniable.query.parse import (
     refuse,
     refuse_at,
 )
+from deniable.query.postprocess import AGG_PREFIX, KEY_PREFIX
 from deniable.sqlnames import identifier
 
-KEY_PREFIX = "__key"
-"""Name prefix of the placeholder columns that stand for group keys after binding."""
 MAIN_ALIAS = "__t"
 """Alias of the main private table in the generated statement."""
 
@@ -251,6 +249,7 @@ class _Binder:
         self.joins: list[JoinSpec] = []
         self.predicates: list[exp.Expression] = []
         self.used_bounds: set[str] = set()
+        self._internal: tuple[tuple[object, int], dict[str, dict[str, _Name]]] | None = None
 
     def refuse(self, message: str, node: object = None) -> UnsafeQuery:
         return refuse(message, node, self.text)
@@ -418,7 +417,7 @@ class _Binder:
                 col = tables[e.table].lookup(e.name)
                 if col is not None:
                     return col.kind, col.sql_type.upper()
-            return _guess_kind(e, scope), None
+            return _guess_kind(e), None
 
         def comparable(a: exp.Expression, b: exp.Expression) -> bool:
             """Equality without an implicit conversion between the two sides.
@@ -547,7 +546,7 @@ class _Binder:
                 expr, lambda c: self.leaf(c, scope), lambda m, n: UnsafeQuery(m), what=name
             )
         except UnsafeQuery:
-            return _guess_kind(expr, scope), None
+            return _guess_kind(expr), None
         return derived.kind, derived.bounds
 
     # -- expressions -------------------------------------------------------------------
@@ -575,13 +574,19 @@ class _Binder:
         return found
 
     def internal(self) -> dict[str, dict[str, _Name]]:
-        """The generated statement's aliases (``__t``, ``__j<n>``) and their columns."""
-        out: dict[str, dict[str, _Name]] = {}
-        if self.main is not None:
-            out[MAIN_ALIAS] = self.columns_of(self.main, MAIN_ALIAS)
-        for j in self.joins:
-            out[j.alias] = self.columns_of(j.table, j.alias)
-        return out
+        """The generated statement's aliases (``__t``, ``__j<n>``) and their columns.
+
+        Built once per source: every column lookup consults it.
+        """
+        state = (self.main, len(self.joins))
+        if self._internal is None or self._internal[0] != state:
+            out: dict[str, dict[str, _Name]] = {}
+            if self.main is not None:
+                out[MAIN_ALIAS] = self.columns_of(self.main, MAIN_ALIAS)
+            for j in self.joins:
+                out[j.alias] = self.columns_of(j.table, j.alias)
+            self._internal = (state, out)
+        return self._internal[1]
 
     def inline(self, node: exp.Expression, scope: _Scope) -> exp.Expression:
         """``node`` with every column of a WITH table or subquery replaced by its definition.
@@ -637,7 +642,7 @@ def _tables(node: exp.Expression) -> set[str]:
     return {c.table for c in node.find_all(exp.Column)}
 
 
-def _guess_kind(expr: exp.Expression, scope: _Scope) -> ColumnKind:
+def _guess_kind(expr: exp.Expression) -> ColumnKind:
     e = _strip(expr)
     if isinstance(e, exp.Literal):
         return ColumnKind.TEXT if e.is_string else ColumnKind.REAL
@@ -720,7 +725,7 @@ def validate(
                 c.name.startswith(AGG_PREFIX) for c in g_expr.find_all(exp.Column)
             ):
                 raise refuse("GROUP BY cannot name an aggregate output", g, text)
-        key, domain, tree = _bind_key(binder, scope, g_expr, policy.privacy_unit)
+        key, domain, tree = _bind_key(binder, scope, g_expr)
         if tree in key_trees:
             raise UnsafeQuery(f"GROUP BY lists {g.sql(dialect='duckdb')!r} twice")
         keys.append(key)
@@ -728,10 +733,7 @@ def validate(
         key_trees.append(tree)
 
     # -- aggregates ----------------------------------------------------------------------
-    resolved = [
-        _resolve_aggregate(call, binder, scope, parsed, names_by_output)
-        for call in parsed.aggregates
-    ]
+    resolved = [_resolve_aggregate(call, binder, scope, parsed) for call in parsed.aggregates]
     index: dict[tuple[object, ...], int] = {}
     remap: dict[int, int] = {}
     distinct: list[Aggregate] = []
@@ -906,10 +908,9 @@ def _key_expr(keys: list[Column], trees: list[exp.Expression], n: exp.Column) ->
 
 
 def _bind_key(
-    binder: _Binder, scope: _Scope, g: exp.Expression, unit: str | None
+    binder: _Binder, scope: _Scope, g: exp.Expression
 ) -> tuple[Column, tuple[object, ...] | None, exp.Expression]:
     """A group key: its column (catalog or derived), public domain (or None), bound tree."""
-    text = binder.text
     plain = _strip(g)
     if isinstance(plain, exp.Column):
         found = binder.name(plain, scope)
@@ -938,22 +939,15 @@ def _bind_key(
     else:
         tree = _strip(binder.qualify(g, scope, "GROUP BY", check=True))
         match = tree
-        kind = _guess_kind(g, scope)
+        kind = _guess_kind(g)
         domain = rowexpr.literal_domain(tree)
         columns = list({c.sql(): c for c in tree.find_all(exp.Column)}.values())
         if domain is None and len(columns) == 1:
             domain, tree = _enumerated(binder, scope, g, tree, columns[0])
-        if (
-            unit is not None
-            and any(c.table == MAIN_ALIAS and c.name == unit for c in tree.find_all(exp.Column))
-            and _strip(tree).find(exp.Column) == _strip(tree)
-        ):
-            raise UnsafeQuery("grouping by the privacy unit would release one group per person")
     if domain is not None and len(domain) > MAX_PUBLIC_KEYS:
         domain = None
     name = f"key:{normalize(match)}"
     sql_type = _SQL_TYPES.get(kind, "VARCHAR")
-    del text
     return Column(name, sql_type, kind, expr=tree), domain, match
 
 
@@ -1023,7 +1017,6 @@ def _resolve_aggregate(
     binder: _Binder,
     scope: _Scope,
     parsed: ParsedQuery,
-    outputs: Mapping[str, object],
 ) -> Aggregate:
     table = binder.main
     assert table is not None
@@ -1070,7 +1063,7 @@ def _resolve_aggregate(
             column = base.base
         else:
             tree = binder.qualify(arg, scope, "COUNT(DISTINCT …)", check=True)
-            arg_kind = base.kind if base is not None else _guess_kind(arg, scope)
+            arg_kind = base.kind if base is not None else _guess_kind(arg)
             column = Column(
                 f"expr:{normalize(tree)}", _SQL_TYPES.get(arg_kind, "VARCHAR"), arg_kind, expr=tree
             )
@@ -1081,7 +1074,7 @@ def _resolve_aggregate(
         if base is not None and base.base is not None:
             return kind(base.base, None)
         tree = binder.qualify(arg, scope, f"the argument of {name}", check=True)
-        arg_kind = base.kind if base is not None else _guess_kind(arg, scope)
+        arg_kind = base.kind if base is not None else _guess_kind(arg)
         column = Column(
             f"expr:{normalize(tree)}", _SQL_TYPES.get(arg_kind, "VARCHAR"), arg_kind, expr=tree
         )
@@ -1109,9 +1102,6 @@ def _resolve_aggregate(
     what = f"{name}({arg.sql(dialect='duckdb')})"
     if override is not None:
         tree = binder.qualify(arg, scope, what, check=True)
-        kind_ = _guess_kind(arg, scope)
-        if not kind_.numeric:
-            kind_ = ColumnKind.REAL
         column = Column(f"expr:{normalize(tree)}", "DOUBLE", ColumnKind.REAL, expr=tree)
         return _make(kind, call, column, override)
     rowexpr.check_row(arg, what, lambda m, n: refuse(m, n, text))
