@@ -33,6 +33,7 @@ from sqlglot import exp
 
 from deniable.errors import UnsafeQuery
 from deniable.query.catalog import MAX_BOUND, MAX_PUBLIC_KEYS, Bounds, ColumnKind
+from deniable.query.postprocess import ARITHMETIC, COMPARISONS
 
 ROW_NODES: tuple[type[exp.Expression], ...] = (
     exp.Column,
@@ -45,25 +46,13 @@ ROW_NODES: tuple[type[exp.Expression], ...] = (
     exp.Not,
     exp.And,
     exp.Or,
-    exp.EQ,
-    exp.NEQ,
-    exp.GT,
-    exp.GTE,
-    exp.LT,
-    exp.LTE,
-    exp.NullSafeEQ,
-    exp.NullSafeNEQ,
     exp.Is,
     exp.In,
     exp.Between,
     exp.Like,
     exp.ILike,
-    exp.Add,
-    exp.Sub,
-    exp.Mul,
-    exp.Div,
-    exp.Mod,
-    exp.IntDiv,
+    *COMPARISONS,
+    *ARITHMETIC,
     exp.Abs,
     exp.Lower,
     exp.Upper,

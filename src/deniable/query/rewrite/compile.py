@@ -80,6 +80,7 @@ from deniable.query.measures import (
     ValueCount,
 )
 from deniable.query.plan import DPPlan
+from deniable.query.postprocess import COMPARISONS
 from deniable.query.rowexpr import Clamp
 from deniable.sqlnames import identifier
 
@@ -138,14 +139,7 @@ _CANNOT_RAISE: tuple[type[exp.Expression], ...] = (
     exp.Is,
 )
 _COMPARISONS: tuple[type[exp.Expression], ...] = (
-    exp.EQ,
-    exp.NEQ,
-    exp.GT,
-    exp.GTE,
-    exp.LT,
-    exp.LTE,
-    exp.NullSafeEQ,
-    exp.NullSafeNEQ,
+    *COMPARISONS,
     exp.In,
     exp.Between,
     exp.Like,
