@@ -164,19 +164,13 @@ def execute(
 
 def _named_as_asked(answer: Answer, plan: DPPlan) -> Answer:
     """A replay under the output names of this query (the cache key folds their case)."""
-    asked: list[str] = []
-    for out in plan.query.outputs:
-        asked.append(out.name)
-        if f"{out.name}_low" in {c.lower() for c in answer.columns} or (
-            f"{out.name.lower()}_low" in {c.lower() for c in answer.columns}
-        ):
-            asked += [f"{out.name}_low", f"{out.name}_high"]
-    if len(asked) != len(answer.columns) or [a.lower() for a in asked] != [
-        c.lower() for c in answer.columns
-    ]:
-        return answer
+    asked = {
+        (out.name + suffix).lower(): out.name + suffix
+        for out in plan.query.outputs
+        for suffix in ("", "_low", "_high")
+    }
     frame = answer.to_pandas()
-    frame.columns = pd.Index(asked)
+    frame.columns = pd.Index([asked.get(str(c).lower(), str(c)) for c in frame.columns])
     return Answer(frame, answer.metadata)
 
 
