@@ -195,12 +195,7 @@ def evaluate(node: exp.Expression, env: Env, level: float) -> Value:
 
 def predicate(node: exp.Expression, env: Env) -> npt.NDArray[np.bool_]:
     """Evaluate a HAVING predicate: True where it holds (NULL counts as false)."""
-    v = _Evaluator(env, lambda i: None).eval(node).values
-    if v.dtype == object:
-        return np.array([isinstance(x, bool | np.bool_) and bool(x) for x in v], dtype=bool)
-    if v.dtype.kind == "f":
-        return np.asarray(np.nan_to_num(v, nan=0.0) != 0, dtype=bool)
-    return np.asarray(v, dtype=bool)
+    return _Evaluator(env, lambda i: None).truth(node)
 
 
 def _cast_kind(to: exp.DataType) -> str | None:
