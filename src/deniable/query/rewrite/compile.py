@@ -388,11 +388,8 @@ class _Sql:
                 real = isinstance(n.args.get("real"), exp.Boolean) and n.args["real"].this
                 lo, hi = n.args["low"], n.args["high"]
                 if real:
-                    x = _cast(x, _T.DOUBLE)
                     lo, hi = _cast(lo, _T.DOUBLE), _cast(hi, _T.DOUBLE)
-                    missing = _or(_is_null(x), self.caps.is_nan_test(x.copy()))
-                    kept = _least(_greatest(x.copy(), lo), hi)
-                    return _paren(_case([(missing, exp.Null())], kept))
+                    return _clamp_real(self.caps, _cast(x, _T.DOUBLE), lo, hi)
                 return _clamp(x, lo, hi)
             if isinstance(n, exp.Column) and not n.table:
                 return self.col(n.name)
@@ -571,8 +568,17 @@ def _clamped_double(s: _Sql, m: ClampedMeasure) -> exp.Expression:
     lo, hi = s.double(m.lower_f), s.double(m.upper_f)
     if m.column.kind is ColumnKind.INTEGER:
         return _clamp(x, lo, hi)
-    # NULL and NaN stay NULL (ignored, as SQL ignores NULL); ±inf clamp to the bounds.
-    missing = _or(_is_null(x), s.caps.is_nan_test(x.copy()))
+    return _clamp_real(s.caps, x, lo, hi)
+
+
+def _clamp_real(
+    caps: Capabilities, x: exp.Expression, lo: exp.Expression, hi: exp.Expression
+) -> exp.Expression:
+    """A double clamped to ``[lo, hi]``.
+
+    NULL and NaN stay NULL (ignored, as SQL ignores NULL); ±inf clamp to the bounds.
+    """
+    missing = _or(_is_null(x), caps.is_nan_test(x.copy()))
     return _paren(_case([(missing, exp.Null())], _least(_greatest(x.copy(), lo), hi)))
 
 
