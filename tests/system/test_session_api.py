@@ -256,6 +256,33 @@ def test_cache_returns_stored_answer_at_no_cost(ledger: Path) -> None:
     s3.close()
 
 
+def test_per_query_analyst_is_charged_and_replays_can_be_private(ledger: Path) -> None:
+    s = Session(budget=Epsilon(epsilon=1), ledger=ledger, analyst="owner")
+    s.add_table("t", _frame(), bounds={"x": (0, 20)})
+    s._ledger.set_allowance("default", "bea", Epsilon(epsilon=Fraction(3, 10)))
+    q = "SELECT COUNT(*) AS n FROM t"
+    program = s.compile(q, epsilon=0.25)
+    a = s.execute(program, analyst="ann", share_replays=False)
+    # bea asks the same question: with private replays she pays again and sees fresh noise
+    b = s.execute(program, analyst="bea", share_replays=False)
+    assert not b.cached and s.budget.spent == Epsilon(epsilon=Fraction(1, 2))
+    # her own replay is free; ann's stored answer was never shown to her
+    assert s.execute(program, analyst="bea", share_replays=False).cached
+    assert [c.analyst for c in s._ledger.history("default")] == ["ann", "bea"]
+    # the charge counts against the per-query analyst's allowance, not the session's
+    with pytest.raises(BudgetExceeded):
+        s.sql("SELECT COUNT(*) AS n FROM t WHERE x > 1", epsilon=0.25, analyst="bea")
+    # shared replays (the default) serve one analyst's stored answer to anyone, free
+    shared = s.compile("SELECT COUNT(*) AS n FROM t WHERE x > 2", epsilon=0.25)
+    a = s.execute(shared, analyst="ann")
+    c = s.execute(shared, analyst="cid")
+    assert c.cached and c["n"].tolist() == a["n"].tolist()
+    assert s.budget.spent == Epsilon(epsilon=Fraction(3, 4))
+    with pytest.raises(InvalidParameter):
+        s.execute(program, analyst="")
+    s.close()
+
+
 def test_null_nan_and_inf_are_handled_like_sql(ledger: Path) -> None:
     values = [1.0, None, float("nan"), float("inf"), float("-inf"), 1e308, -3.0, 5.0]
     table = pa.table(

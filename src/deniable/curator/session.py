@@ -487,6 +487,7 @@ class Session:
         max_rows: int | None = None,
         level: float = 0.95,
         quantile_grid: int = QUANTILE_GRID,
+        analyst: str | None = None,
     ) -> Answer:
         """Answer an aggregate SQL query with differential privacy.
 
@@ -508,6 +509,8 @@ class Session:
             max_rows: rows per person and group kept (overrides the table's policy).
             level: confidence level of the intervals.
             quantile_grid: number of steps of the quantile candidate grid.
+            analyst: who is asking, for this query only (default: the session's analyst);
+                the charge is recorded under this name and counts against its allowance.
 
         Returns:
             An :class:`~deniable.query.answer.Answer`.
@@ -532,13 +535,20 @@ class Session:
             level=level,
             quantile_grid=quantile_grid,
         )
-        return self.execute(program)
+        return self.execute(program, analyst=analyst)
 
-    def execute(self, program: QueryProgram) -> Answer:
+    def execute(
+        self, program: QueryProgram, *, analyst: str | None = None, share_replays: bool = True
+    ) -> Answer:
         """Answer a compiled program (see :meth:`sql`).
 
-        Charged ``program.loss`` (amplified on a sampled table), or nothing for a replay.
+        Charged ``program.loss`` (amplified on a sampled table) to ``analyst`` (default: the
+        session's analyst), or nothing for a replay. With ``share_replays=False`` a stored
+        answer is replayed only to the analyst who paid for it (another analyst asking the
+        same question pays again, and learns nothing about who asked before).
         """
+        if analyst is not None and (not isinstance(analyst, str) or not analyst):
+            raise InvalidParameter("analyst must be a non-empty string")
         name = program.table.name
         if self._tables.get(name) is not program.table:
             raise InvalidParameter(
@@ -550,11 +560,12 @@ class Session:
             self._engine,
             self._ledger,
             dataset=self._dataset,
-            analyst=self._analyst,
+            analyst=self._analyst if analyst is None else analyst,
             binding=self._bindings[name],
             source=self._source,
             sample=self._samples.get(name),
             joined=self._joined(program.plan),
+            cache_scope=None if share_replays else (analyst or self._analyst),
         )
 
     def _joined(self, plan: DPPlan) -> dict[str, TableBinding]:

@@ -93,6 +93,7 @@ def execute(
     source: RandomSource | None = None,
     sample: SampleAccount | None = None,
     joined: Mapping[str, TableBinding] | None = None,
+    cache_scope: str | None = None,
 ) -> Answer:
     """Answer ``program``, charging ``program.loss`` (amplified on a sampled table).
 
@@ -109,6 +110,9 @@ def execute(
         source: randomness (default: the OS CSPRNG).
         sample: the amplification account when the table is a Bernoulli sample.
         joined: the engine's bindings of the tables the program joins, by name.
+        cache_scope: replay only answers stored under this scope (e.g. the analyst's name,
+            so that a replay never tells one analyst that another asked the same question);
+            ``None`` shares replays across everyone who queries the dataset.
 
     Raises:
         BudgetExceeded: the cost does not fit what is left (nothing was spent).
@@ -117,7 +121,8 @@ def execute(
         LedgerError: the ledger could not record the charge (nothing was released).
     """
     plan = program.plan
-    stored = ledger.cached_answer(dataset, program.cache_key)
+    query_key = program.cache_key if cache_scope is None else f"{cache_scope}/{program.cache_key}"
+    stored = ledger.cached_answer(dataset, query_key)
     if stored is not None:
         cached = Answer.from_bytes(
             stored, loss=zero_like(plan.loss), remaining=ledger.remaining(dataset), cached=True
@@ -142,7 +147,7 @@ def execute(
                 dataset,
                 cost,
                 analyst=analyst,
-                query_key=program.cache_key,
+                query_key=query_key,
                 query_text=program.text,
                 details=details,
             )
