@@ -71,7 +71,7 @@ from deniable.audit import EmpiricalLoss, estimate_epsilon
 from deniable.curator.session import Session
 from deniable.errors import UnsafeQuery
 from deniable.query.catalog import Bounds
-from deniable.query.measures import Measure, sum_measure
+from deniable.query.measures import Measure, SumMeasure, sum_measure
 from deniable.query.plan import DPPlan
 from deniable.query.rowexpr import Clamp
 from deniable.query.testing import exact_aggregates
@@ -153,12 +153,16 @@ def _rowexpr_register(s: Session, intruder: bool) -> None:
 
 
 def _unclamped(plan: DPPlan) -> DPPlan:
-    """The sum of ``a * b`` without clamping (columns bare, the product's clamp ±10¹²)."""
+    """The sum of ``a * b`` without clamping (columns bare, the product's clamp ±10¹², and
+    so the per-partition bound that the compiler also enforces, ``max_rows`` × ±10¹²)."""
     (m,) = plan.measures
     assert m.column is not None and m.column.expr is not None
+    assert isinstance(m, SumMeasure)
     bare = m.column.expr.transform(lambda n: n.this.copy() if isinstance(n, Clamp) else n)
     column = dataclasses.replace(m.column, expr=bare)
-    loose = dataclasses.replace(m, column=column, lower_f=-1e12, upper_f=1e12)
+    loose = dataclasses.replace(
+        m, column=column, lower_f=-1e12, upper_f=1e12, row_low=-(10**12), row_high=10**12
+    )
     return dataclasses.replace(plan, measures=(loose,))
 
 

@@ -10,7 +10,9 @@
 from __future__ import annotations
 
 import math
+from collections import Counter, defaultdict
 from collections.abc import Iterator
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -112,7 +114,8 @@ def _double(x: float) -> str:
 
 
 def _reference(plan_measures: dict[str, object], e_sum: int, e_avg: int, centre: int) -> str:
-    """The straightforward form, written by hand for QUERY (not generated)."""
+    """The straightforward form, written by hand for QUERY (not generated): the totals of
+    every row of each kept (unit, partition), partitions ranked by a window."""
     v = "(CASE WHEN isnan(value) THEN NULL ELSE value END)"
     # SQL's least/greatest skip NULLs; a NULL value must stay NULL.
     clamped = f"(CASE WHEN {v} IS NULL THEN NULL ELSE least(greatest({v}, {_double(LO)}), {_double(HI)}) END)"
@@ -124,27 +127,39 @@ def _reference(plan_measures: dict[str, object], e_sum: int, e_avg: int, centre:
         SELECT user_id AS u, category AS k, {v} AS c, {s_units} AS s, {v} AS ac, {a_units} AS a,
                {q_units} AS q
         FROM events WHERE COALESCE(TRY(qty >= 0), FALSE) AND user_id IS NOT NULL),
-    ranked AS (SELECT *, row_number() OVER (PARTITION BY u, k ORDER BY {_h(1, "u", "k", "s", "q")})
-               AS rn FROM r),
-    rk AS (SELECT * FROM ranked WHERE rn <= {R}),
-    parts AS (SELECT u, k, row_number() OVER (PARTITION BY u ORDER BY {_h(2, "u", "k")}) AS pr
-              FROM (SELECT DISTINCT u, k FROM rk)),
-    b AS (SELECT rk.* FROM rk JOIN parts ON rk.u = parts.u AND rk.k IS NOT DISTINCT FROM parts.k
-          WHERE pr <= {M})
-    SELECT k, count(DISTINCT u) AS units, count(*) AS n, count(c) AS c, sum(s) AS s, count(ac) AS ac,
-           sum(a) AS a, sum(q) AS q
-    FROM b GROUP BY k
+    totals AS (SELECT u, k, count(*) AS n, count(c) AS c, sum(s) AS s, count(ac) AS ac,
+                      sum(a) AS a, sum(q) AS q FROM r GROUP BY u, k),
+    parts AS (SELECT *, row_number() OVER (PARTITION BY u ORDER BY {_h(2, "u", "k")}) AS pr
+              FROM totals)
+    SELECT * FROM parts WHERE pr <= {M}
     """
 
 
-def test_optimised_bounding_equals_straightforward_reference(sessions: dict[str, Any]) -> None:
+def _expected_subset_total(total: int, n: int) -> int:
+    """A partition's contribution: ``round(total · min(n, R) / n)``, half away from zero."""
+    x = Fraction(total * min(n, R), n)
+    whole = math.floor(abs(x) + Fraction(1, 2))
+    return whole if x >= 0 else -whole
+
+
+@pytest.mark.parametrize("pack_bits", [None, 2])
+def test_optimised_bounding_equals_straightforward_reference(
+    sessions: dict[str, Any], pack_bits: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each kept partition contributes min(rows, R) rows and the expected totals of a
+    uniform R-row subset of its rows (compile.py, step 4), computed here with Fractions.
+
+    With ``pack_bits=2`` a packed count holds at most 3 rows, so the kept partitions of 4 or
+    more rows take the other path (summed again from their rows, ``__giant``)."""
+    if pack_bits is not None:
+        monkeypatch.setattr(compile_module, "PACK_BITS_MAX", pack_bits)
     session = sessions["heavy"]
     plan, compiled, exact = exact_aggregates(
         session, QUERY, not_private=True, epsilon=1, delta=1e-6
     )
     # The column's count of values rides in the low bits of its sum (compile.py): this test
     # checks the unpacking too, on negative values, NULL/NaN/±inf and heavy partitions.
-    assert "__p" in compiled.sql and ">> 2" in compiled.sql
+    assert "__p" in compiled.sql and f" >> {pack_bits or 16}" in compiled.sql
     kinds = [(m.kind, None if m.column is None else m.column.name) for m in plan.measures]
     assert kinds == [
         ("rows", None),
@@ -161,21 +176,35 @@ def test_optimised_bounding_equals_straightforward_reference(sessions: dict[str,
     sql = _reference({}, ms[2].exponent, ms[4].exponent, ms[4].centre)
     engine = session._engine  # the oracle runs on the same DuckDB, on the same view
     binding = session._bindings["events"]
-    ref = engine.run(binding, sql.replace("FROM events", f'FROM "{binding.name}"')).to_pydict()
+    parts = engine.run(binding, sql.replace("FROM events", f'FROM "{binding.name}"')).to_pylist()
+    want: dict[object, Counter[str]] = defaultdict(Counter)
+    for p in parts:
+        w = want[p["k"]]
+        w["units"] += 1
+        w["n"] += min(p["n"], R)
+        for name in ("c", "s", "ac", "a", "q"):
+            w[name] += _expected_subset_total(int(p[name] or 0), p["n"])
     got = {k: i for i, k in enumerate(exact.keys)}
-    assert len(ref["k"]) == len(got) >= 5
+    assert len(want) == len(got) >= 5
     assert (None,) in got  # NULL keys form a group, as in SQL
-    for j, key in enumerate(ref["k"]):
+    for key, w in want.items():
         i = got[(key,)]
-        assert exact.units[i] == ref["units"][j]
-        assert exact.measures[ms[5].id][i] == ref["units"][j]
-        assert exact.measures[ms[0].id][i] == ref["n"][j]
-        assert exact.measures[ms[1].id][i] == ref["c"][j]
-        assert exact.measures[ms[2].id][i] == ref["s"][j]
-        assert exact.measures[ms[3].id][i] == ref["ac"][j]
-        assert exact.measures[ms[4].id][i] == ref["a"][j]
-        assert exact.measures[ms[6].id][i] == ref["q"][j]
-    # The bounding did something: the raw data has more rows than were kept.
+        assert exact.units[i] == w["units"]
+        assert exact.measures[ms[5].id][i] == w["units"]
+        assert exact.measures[ms[0].id][i] == w["n"]
+        assert exact.measures[ms[1].id][i] == w["c"]
+        assert exact.measures[ms[2].id][i] == w["s"]
+        assert exact.measures[ms[3].id][i] == w["ac"]
+        assert exact.measures[ms[4].id][i] == w["a"]
+        assert exact.measures[ms[6].id][i] == w["q"]
+    # The bounding did something: heavy partitions were scaled, with NULLs among their
+    # values (so the scaled count of values differs from the scaled count of rows), and
+    # units had more partitions than M.
+    assert sum(p["n"] > R for p in parts) >= 20
+    assert any(p["n"] > R and p["c"] < p["n"] for p in parts)
+    if pack_bits is not None:
+        check = compiled.sql.split(" SELECT 0 AS __part")[0] + " SELECT count(*) FROM __grows"
+        assert session._engine.run(binding, check).to_pydict()["count_star()"][0] >= 100
     raw = sessions["heavy_df"]
     assert int(exact.measures[ms[0].id].sum()) < int((raw.qty >= 0).sum())
 

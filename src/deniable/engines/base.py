@@ -66,6 +66,9 @@ class Capabilities:
             ``try_multiply``, ``try_divide`` and ``TRY_CAST`` exist (Spark): the row
             predicate's arithmetic is spelled with them. Otherwise a predicate that could
             raise at run time (arithmetic, casts) is refused on an engine without TRY.
+        wide_integer: an exact integer type of at least 127 bits whose integer division
+            (sqlglot's ``IntDiv``) truncates towards zero and stays exact: ``HUGEINT`` in
+            DuckDB (its DECIMAL division is a double), ``DECIMAL(38, 0)`` elsewhere.
     """
 
     dialect: str
@@ -79,6 +82,7 @@ class Capabilities:
     unsigned_hash: bool = True
     wide_sum: bool = True
     try_arithmetic: bool = False
+    wide_integer: str = "DECIMAL(38, 0)"
 
     def hash(self, value: exp.Expression) -> exp.Expression:
         """The engine's 64-bit hash of ``value`` (see :attr:`hash_function`)."""
@@ -142,6 +146,7 @@ DUCKDB_CAPABILITIES = Capabilities(
     is_nan="isnan",
     unsigned_hash=True,
     wide_sum=True,
+    wide_integer="HUGEINT",
 )
 """DuckDB: ``hash`` (UBIGINT), ``xor``, ``TRY``, SEMI JOIN, ``nfc_normalize``, HUGEINT sums."""
 

@@ -15,11 +15,16 @@ WITH __l1 AS (
   SELECT
     *
   FROM __l1
+), __totals AS (
+  SELECT
+    __u,
+    __n
+  FROM __capped
 ), __kept AS (
   SELECT
     __u,
     least(__n, 3) AS __n
-  FROM __capped
+  FROM __totals
 )
 SELECT
   0 AS __part,

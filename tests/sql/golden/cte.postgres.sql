@@ -46,12 +46,18 @@ WITH __l1 AS (
   ) AS __p
   WHERE
     __pr <= 2 AND __pr > 0
+), __totals AS (
+  SELECT
+    __u,
+    __k0,
+    __n
+  FROM __capped
 ), __kept AS (
   SELECT
     __u,
     __k0,
     least(__n, 3) AS __n
-  FROM __capped
+  FROM __totals
 )
 SELECT
   0 AS __part,

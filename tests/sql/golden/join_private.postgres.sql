@@ -4,7 +4,7 @@ WITH __l1 AS (
     __k0,
     count(*) AS __n,
     CAST(least(
-      greatest(coalesce(sum(coalesce(__v0 * 4 + 1, 0)), 0), -4611686018427387903),
+      greatest(coalesce(sum(coalesce(__v0 * 65536 + 1, 0)), 0), -4611686018427387903),
       4611686018427387903
     ) AS BIGINT) AS __p0
   FROM (
@@ -103,14 +103,14 @@ WITH __l1 AS (
   ) AS __p
   WHERE
     __pr <= 2 AND __pr > 0
-), __heavy AS (
+), __giant AS (
   SELECT
     __u,
     __k0
   FROM __capped
   WHERE
-    __n > 3
-), __hrows AS (
+    __n >= 65536
+), __grows AS (
   SELECT
     __t."uid" AS __u,
     __t."g" AS __k0,
@@ -174,48 +174,32 @@ WITH __l1 AS (
     AND EXISTS(
       SELECT
         1
-      FROM __heavy AS __r
+      FROM __giant AS __r
       WHERE
         __t."uid" IS NOT DISTINCT FROM __r.__u AND __t."g" IS NOT DISTINCT FROM __r.__k0
     )
-), __hl1 AS (
+), __totals AS (
+  SELECT
+    __u,
+    __k0,
+    __n,
+    (
+      __p0 & 65535
+    ) AS __c0,
+    (
+      __p0 >> 16
+    ) AS __s0
+  FROM __capped
+  WHERE
+    NOT __n >= 65536
+  UNION ALL
   SELECT
     __u,
     __k0,
     count(*) AS __n,
-    CAST(least(
-      greatest(coalesce(sum(coalesce(__v0 * 4 + 1, 0)), 0), -4611686018427387903),
-      4611686018427387903
-    ) AS BIGINT) AS __p0
-  FROM (
-    SELECT
-      *,
-      row_number() OVER (
-        PARTITION BY __u, __k0
-        ORDER BY coalesce(
-          hashtextextended(
-            CAST(coalesce(
-              hashtextextended(
-                CAST(coalesce(
-                  hashtextextended(
-                    CAST(CAST(1 AS BIGINT) # coalesce(hashtextextended(CAST(__u AS TEXT), 0), 0) AS TEXT),
-                    0
-                  ),
-                  0
-                ) # coalesce(hashtextextended(CAST(__k0 AS TEXT), 0), 0) AS TEXT),
-                0
-              ),
-              0
-            ) # coalesce(hashtextextended(CAST(__v0 AS TEXT), 0), 0) AS TEXT),
-            0
-          ),
-          0
-        ), __v0
-      ) AS __rn
-    FROM __hrows
-  ) AS __h
-  WHERE
-    __rn <= 3 AND __rn > 0
+    count(__v0) AS __c0,
+    CAST(least(greatest(coalesce(sum(__v0), 0), -4611686018427387903), 4611686018427387903) AS BIGINT) AS __s0
+  FROM __grows
   GROUP BY
     __u,
     __k0
@@ -223,41 +207,92 @@ WITH __l1 AS (
   SELECT
     __u,
     __k0,
-    __n,
-    (
-      __p0 & 3
-    ) AS __c0,
-    (
-      __p0 >> 2
-    ) AS __s0
-  FROM __capped
-  WHERE
-    __n <= 3
-  UNION ALL
-  SELECT
-    __u,
-    __k0,
-    __n,
-    (
-      __p0 & 3
-    ) AS __c0,
-    (
-      __p0 >> 2
-    ) AS __s0
-  FROM __hl1
+    least(__n, 3) AS __n,
+    CAST(least(
+      greatest(
+        CASE
+          WHEN __n > 3
+          THEN CASE
+            WHEN (
+              CAST(__c0 AS DECIMAL(38, 0)) * 3
+            ) >= 0
+            THEN div((
+              2 * (
+                CAST(__c0 AS DECIMAL(38, 0)) * 3
+              ) + __n
+            ), (
+              2 * __n
+            ))
+            ELSE -(
+              div((
+                __n - 2 * (
+                  CAST(__c0 AS DECIMAL(38, 0)) * 3
+                )
+              ), (
+                2 * __n
+              ))
+            )
+          END
+          ELSE CAST(__c0 AS DECIMAL(38, 0))
+        END,
+        0
+      ),
+      3
+    ) AS BIGINT) AS __x0,
+    CAST(least(
+      greatest(
+        CASE
+          WHEN __n > 3
+          THEN CASE
+            WHEN (
+              (
+                CAST(__s0 AS DECIMAL(38, 0)) - 335544320 * CAST(__c0 AS DECIMAL(38, 0))
+              ) * 3
+            ) >= 0
+            THEN div(
+              (
+                2 * (
+                  (
+                    CAST(__s0 AS DECIMAL(38, 0)) - 335544320 * CAST(__c0 AS DECIMAL(38, 0))
+                  ) * 3
+                ) + __n
+              ),
+              (
+                2 * __n
+              )
+            )
+            ELSE -(
+              div(
+                (
+                  __n - 2 * (
+                    (
+                      CAST(__s0 AS DECIMAL(38, 0)) - 335544320 * CAST(__c0 AS DECIMAL(38, 0))
+                    ) * 3
+                  )
+                ),
+                (
+                  2 * __n
+                )
+              )
+            )
+          END
+          ELSE (
+            CAST(__s0 AS DECIMAL(38, 0)) - 335544320 * CAST(__c0 AS DECIMAL(38, 0))
+          )
+        END,
+        -1006632960
+      ),
+      1006632960
+    ) AS BIGINT) AS __x1
+  FROM __totals
 )
 SELECT
   0 AS __part,
   __k0,
   CAST(count(*) AS BIGINT) AS __units,
   CAST(least(greatest(coalesce(sum(__n), 0), -4611686018427387903), 4611686018427387903) AS BIGINT) AS __m_m0,
-  CAST(least(greatest(coalesce(sum(__c0), 0), -4611686018427387903), 4611686018427387903) AS BIGINT) AS __m_m1,
-  CAST(least(
-    greatest(coalesce((
-      sum(__s0) - 335544320 * sum(__c0)
-    ), 0), -4611686018427387903),
-    4611686018427387903
-  ) AS BIGINT) AS __m_m2,
+  CAST(least(greatest(coalesce(sum(__x0), 0), -4611686018427387903), 4611686018427387903) AS BIGINT) AS __m_m1,
+  CAST(least(greatest(coalesce(sum(__x1), 0), -4611686018427387903), 4611686018427387903) AS BIGINT) AS __m_m2,
   CAST(NULL AS BIGINT) AS __bin,
   CAST(NULL AS BIGINT) AS __count
 FROM __kept

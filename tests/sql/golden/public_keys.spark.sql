@@ -37,63 +37,50 @@ WITH __l1 AS (
   ) AS __p
   WHERE
     __pr <= 2 AND __pr > 0
-), __heavy AS (
-  SELECT
-    __u,
-    __k0
-  FROM __capped
-  WHERE
-    __n > 3
-), __hrows AS (
-  SELECT
-    __t.`uid` AS __u,
-    __t.`g` AS __k0,
-    (
-      CASE WHEN isnan(CAST(__t.`v` AS DOUBLE)) THEN NULL ELSE CAST(__t.`v` AS DOUBLE) END
-    ) AS __v0
-  FROM `__deniable_0` AS __t
-  SEMI JOIN __heavy AS __r
-    ON __t.`uid` IS NOT DISTINCT FROM __r.__u AND __t.`g` IS NOT DISTINCT FROM __r.__k0
-  WHERE
-    __t.`uid` IS NOT NULL
-), __hl1 AS (
+), __totals AS (
   SELECT
     __u,
     __k0,
-    count(*) AS __n,
-    count(__v0) AS __c0
-  FROM (
-    SELECT
-      *,
-      row_number() OVER (
-        PARTITION BY __u, __k0
-        ORDER BY xxhash64(
-          xxhash64(xxhash64(CAST(1 AS BIGINT) ^ xxhash64(__u)) ^ xxhash64(__k0)) ^ xxhash64(__v0)
-        ) NULLS LAST, __v0 NULLS LAST
-      ) AS __rn
-    FROM __hrows
-  ) AS __h
-  WHERE
-    __rn <= 3 AND __rn > 0
-  GROUP BY
-    __u,
-    __k0
+    __n,
+    __c0
+  FROM __capped
 ), __kept AS (
   SELECT
     __u,
     __k0,
-    __n,
-    __c0
-  FROM __capped
-  WHERE
-    __n <= 3
-  UNION ALL
-  SELECT
-    __u,
-    __k0,
-    __n,
-    __c0
-  FROM __hl1
+    least(__n, 3) AS __n,
+    CAST(least(
+      greatest(
+        CASE
+          WHEN __n > 3
+          THEN CASE
+            WHEN (
+              CAST(__c0 AS DECIMAL(38, 0)) * 3
+            ) >= 0
+            THEN (
+              2 * (
+                CAST(__c0 AS DECIMAL(38, 0)) * 3
+              ) + __n
+            ) DIV (
+              2 * __n
+            )
+            ELSE -(
+              (
+                __n - 2 * (
+                  CAST(__c0 AS DECIMAL(38, 0)) * 3
+                )
+              ) DIV (
+                2 * __n
+              )
+            )
+          END
+          ELSE CAST(__c0 AS DECIMAL(38, 0))
+        END,
+        0
+      ),
+      3
+    ) AS BIGINT) AS __x0
+  FROM __totals
 )
 SELECT
   0 AS __part,
@@ -104,7 +91,7 @@ SELECT
     4611686018427387903
   ) AS BIGINT) AS __m_m0,
   CAST(least(
-    greatest(coalesce(sum(CAST(__c0 AS DECIMAL(38, 0))), 0), -4611686018427387903),
+    greatest(coalesce(sum(CAST(__x0 AS DECIMAL(38, 0))), 0), -4611686018427387903),
     4611686018427387903
   ) AS BIGINT) AS __m_m1,
   CAST(NULL AS BIGINT) AS __bin,

@@ -146,204 +146,126 @@ WITH __l1 AS (
   SELECT
     *
   FROM __l1
-), __heavy AS (
-  SELECT
-    __u
-  FROM __capped
-  WHERE
-    __n > 3
-), __hrows AS (
-  SELECT
-    __t.`uid` AS __u,
-    CAST(round(
-      (
-        CASE
-          WHEN CAST((
-            try_multiply(
-              (
-                CASE
-                  WHEN CAST(__t.`v` AS DOUBLE) IS NULL OR isnan(CAST(__t.`v` AS DOUBLE))
-                  THEN NULL
-                  ELSE least(greatest(CAST(__t.`v` AS DOUBLE), CAST(0 AS DOUBLE)), CAST(20 AS DOUBLE))
-                END
-              ),
-              (
-                CASE WHEN __t.`q` IS NULL THEN NULL ELSE least(greatest(__t.`q`, 0), 10) END
-              )
-            )
-          ) AS DOUBLE) IS NULL
-          OR isnan(
-            CAST((
-              try_multiply(
-                (
-                  CASE
-                    WHEN CAST(__t.`v` AS DOUBLE) IS NULL OR isnan(CAST(__t.`v` AS DOUBLE))
-                    THEN NULL
-                    ELSE least(greatest(CAST(__t.`v` AS DOUBLE), CAST(0 AS DOUBLE)), CAST(20 AS DOUBLE))
-                  END
-                ),
-                (
-                  CASE WHEN __t.`q` IS NULL THEN NULL ELSE least(greatest(__t.`q`, 0), 10) END
-                )
-              )
-            ) AS DOUBLE)
-          )
-          THEN NULL
-          ELSE least(
-            greatest(
-              CAST((
-                try_multiply(
-                  (
-                    CASE
-                      WHEN CAST(__t.`v` AS DOUBLE) IS NULL OR isnan(CAST(__t.`v` AS DOUBLE))
-                      THEN NULL
-                      ELSE least(greatest(CAST(__t.`v` AS DOUBLE), CAST(0 AS DOUBLE)), CAST(20 AS DOUBLE))
-                    END
-                  ),
-                  (
-                    CASE WHEN __t.`q` IS NULL THEN NULL ELSE least(greatest(__t.`q`, 0), 10) END
-                  )
-                )
-              ) AS DOUBLE),
-              CAST('0.0' AS DOUBLE)
-            ),
-            CAST('200.0' AS DOUBLE)
-          )
-        END
-      ) * CAST('2097152.0' AS DOUBLE)
-    ) AS BIGINT) AS __v0,
-    CAST(round(
-      (
-        CASE
-          WHEN CAST((
-            CASE
-              WHEN __t.`q` > 1
-              THEN (
-                CASE
-                  WHEN CAST(__t.`v` AS DOUBLE) IS NULL OR isnan(CAST(__t.`v` AS DOUBLE))
-                  THEN NULL
-                  ELSE least(greatest(CAST(__t.`v` AS DOUBLE), CAST(0 AS DOUBLE)), CAST(20 AS DOUBLE))
-                END
-              )
-              ELSE 0
-            END
-          ) AS DOUBLE) IS NULL
-          OR isnan(
-            CAST((
-              CASE
-                WHEN __t.`q` > 1
-                THEN (
-                  CASE
-                    WHEN CAST(__t.`v` AS DOUBLE) IS NULL OR isnan(CAST(__t.`v` AS DOUBLE))
-                    THEN NULL
-                    ELSE least(greatest(CAST(__t.`v` AS DOUBLE), CAST(0 AS DOUBLE)), CAST(20 AS DOUBLE))
-                  END
-                )
-                ELSE 0
-              END
-            ) AS DOUBLE)
-          )
-          THEN NULL
-          ELSE least(
-            greatest(
-              CAST((
-                CASE
-                  WHEN __t.`q` > 1
-                  THEN (
-                    CASE
-                      WHEN CAST(__t.`v` AS DOUBLE) IS NULL OR isnan(CAST(__t.`v` AS DOUBLE))
-                      THEN NULL
-                      ELSE least(greatest(CAST(__t.`v` AS DOUBLE), CAST(0 AS DOUBLE)), CAST(20 AS DOUBLE))
-                    END
-                  )
-                  ELSE 0
-                END
-              ) AS DOUBLE),
-              CAST('0.0' AS DOUBLE)
-            ),
-            CAST('20.0' AS DOUBLE)
-          )
-        END
-      ) * CAST('33554432.0' AS DOUBLE)
-    ) AS BIGINT) AS __v1,
-    (
-      CASE
-        WHEN isnan(CAST((
-          CASE WHEN __t.`v` > 1 THEN 1 END
-        ) AS DOUBLE))
-        THEN NULL
-        ELSE CAST((
-          CASE WHEN __t.`v` > 1 THEN 1 END
-        ) AS DOUBLE)
-      END
-    ) AS __v2
-  FROM `__deniable_0` AS __t
-  SEMI JOIN __heavy AS __r
-    ON __t.`uid` IS NOT DISTINCT FROM __r.__u
-  WHERE
-    __t.`uid` IS NOT NULL
-), __hl1 AS (
+), __totals AS (
   SELECT
     __u,
-    count(*) AS __n,
-    CAST(least(
-      greatest(coalesce(sum(CAST(__v0 AS DECIMAL(38, 0))), 0), -4611686018427387903),
-      4611686018427387903
-    ) AS BIGINT) AS __s0,
-    count(__v2) AS __c2,
-    CAST(least(
-      greatest(coalesce(sum(CAST(__v1 AS DECIMAL(38, 0))), 0), -4611686018427387903),
-      4611686018427387903
-    ) AS BIGINT) AS __s1
-  FROM (
-    SELECT
-      *,
-      row_number() OVER (
-        PARTITION BY __u
-        ORDER BY xxhash64(
-          xxhash64(
-            xxhash64(xxhash64(CAST(1 AS BIGINT) ^ xxhash64(__u)) ^ xxhash64(__v0)) ^ xxhash64(__v1)
-          ) ^ xxhash64(__v2)
-        ) NULLS LAST, __v0 NULLS LAST, __v1 NULLS LAST, __v2 NULLS LAST
-      ) AS __rn
-    FROM __hrows
-  ) AS __h
-  WHERE
-    __rn <= 3 AND __rn > 0
-  GROUP BY
-    __u
+    __n,
+    __s0,
+    __c2,
+    __s1
+  FROM __capped
 ), __kept AS (
   SELECT
     __u,
-    __n,
-    __s0,
-    __c2,
-    __s1
-  FROM __capped
-  WHERE
-    __n <= 3
-  UNION ALL
-  SELECT
-    __u,
-    __n,
-    __s0,
-    __c2,
-    __s1
-  FROM __hl1
+    least(__n, 3) AS __n,
+    CAST(least(
+      greatest(
+        CASE
+          WHEN __n > 3
+          THEN CASE
+            WHEN (
+              CAST(__s0 AS DECIMAL(38, 0)) * 3
+            ) >= 0
+            THEN (
+              2 * (
+                CAST(__s0 AS DECIMAL(38, 0)) * 3
+              ) + __n
+            ) DIV (
+              2 * __n
+            )
+            ELSE -(
+              (
+                __n - 2 * (
+                  CAST(__s0 AS DECIMAL(38, 0)) * 3
+                )
+              ) DIV (
+                2 * __n
+              )
+            )
+          END
+          ELSE CAST(__s0 AS DECIMAL(38, 0))
+        END,
+        0
+      ),
+      1258291200
+    ) AS BIGINT) AS __x0,
+    CAST(least(
+      greatest(
+        CASE
+          WHEN __n > 3
+          THEN CASE
+            WHEN (
+              CAST(__c2 AS DECIMAL(38, 0)) * 3
+            ) >= 0
+            THEN (
+              2 * (
+                CAST(__c2 AS DECIMAL(38, 0)) * 3
+              ) + __n
+            ) DIV (
+              2 * __n
+            )
+            ELSE -(
+              (
+                __n - 2 * (
+                  CAST(__c2 AS DECIMAL(38, 0)) * 3
+                )
+              ) DIV (
+                2 * __n
+              )
+            )
+          END
+          ELSE CAST(__c2 AS DECIMAL(38, 0))
+        END,
+        0
+      ),
+      3
+    ) AS BIGINT) AS __x1,
+    CAST(least(
+      greatest(
+        CASE
+          WHEN __n > 3
+          THEN CASE
+            WHEN (
+              CAST(__s1 AS DECIMAL(38, 0)) * 3
+            ) >= 0
+            THEN (
+              2 * (
+                CAST(__s1 AS DECIMAL(38, 0)) * 3
+              ) + __n
+            ) DIV (
+              2 * __n
+            )
+            ELSE -(
+              (
+                __n - 2 * (
+                  CAST(__s1 AS DECIMAL(38, 0)) * 3
+                )
+              ) DIV (
+                2 * __n
+              )
+            )
+          END
+          ELSE CAST(__s1 AS DECIMAL(38, 0))
+        END,
+        0
+      ),
+      2013265920
+    ) AS BIGINT) AS __x2
+  FROM __totals
 )
 SELECT
   0 AS __part,
   CAST(count(*) AS BIGINT) AS __units,
   CAST(least(
-    greatest(coalesce(sum(CAST(__s0 AS DECIMAL(38, 0))), 0), -4611686018427387903),
+    greatest(coalesce(sum(CAST(__x0 AS DECIMAL(38, 0))), 0), -4611686018427387903),
     4611686018427387903
   ) AS BIGINT) AS __m_m0,
   CAST(least(
-    greatest(coalesce(sum(CAST(__c2 AS DECIMAL(38, 0))), 0), -4611686018427387903),
+    greatest(coalesce(sum(CAST(__x1 AS DECIMAL(38, 0))), 0), -4611686018427387903),
     4611686018427387903
   ) AS BIGINT) AS __m_m1,
   CAST(least(
-    greatest(coalesce(sum(CAST(__s1 AS DECIMAL(38, 0))), 0), -4611686018427387903),
+    greatest(coalesce(sum(CAST(__x2 AS DECIMAL(38, 0))), 0), -4611686018427387903),
     4611686018427387903
   ) AS BIGINT) AS __m_m2,
   CAST(NULL AS BIGINT) AS __bin,

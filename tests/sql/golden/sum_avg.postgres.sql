@@ -3,7 +3,7 @@ WITH __l1 AS (
     __u,
     count(*) AS __n,
     CAST(least(
-      greatest(coalesce(sum(coalesce(__v0 * 4 + 1, 0)), 0), -4611686018427387903),
+      greatest(coalesce(sum(coalesce(__v0 * 32768 + 1, 0)), 0), -4611686018427387903),
       4611686018427387903
     ) AS BIGINT) AS __p0
   FROM (
@@ -32,13 +32,13 @@ WITH __l1 AS (
   SELECT
     *
   FROM __l1
-), __heavy AS (
+), __giant AS (
   SELECT
     __u
   FROM __capped
   WHERE
-    __n > 3
-), __hrows AS (
+    __n >= 32768
+), __grows AS (
   SELECT
     __t."uid" AS __u,
     CAST(round(
@@ -60,79 +60,151 @@ WITH __l1 AS (
     AND EXISTS(
       SELECT
         1
-      FROM __heavy AS __r
+      FROM __giant AS __r
       WHERE
         __t."uid" IS NOT DISTINCT FROM __r.__u
     )
-), __hl1 AS (
+), __totals AS (
+  SELECT
+    __u,
+    __n,
+    (
+      __p0 >> 15
+    ) AS __s0,
+    (
+      __p0 & 32767
+    ) AS __c0
+  FROM __capped
+  WHERE
+    NOT __n >= 32768
+  UNION ALL
   SELECT
     __u,
     count(*) AS __n,
-    CAST(least(
-      greatest(coalesce(sum(coalesce(__v0 * 4 + 1, 0)), 0), -4611686018427387903),
-      4611686018427387903
-    ) AS BIGINT) AS __p0
-  FROM (
-    SELECT
-      *,
-      row_number() OVER (
-        PARTITION BY __u
-        ORDER BY coalesce(
-          hashtextextended(
-            CAST(coalesce(
-              hashtextextended(
-                CAST(CAST(1 AS BIGINT) # coalesce(hashtextextended(CAST(__u AS TEXT), 0), 0) AS TEXT),
-                0
-              ),
-              0
-            ) # coalesce(hashtextextended(CAST(__v0 AS TEXT), 0), 0) AS TEXT),
-            0
-          ),
-          0
-        ), __v0
-      ) AS __rn
-    FROM __hrows
-  ) AS __h
-  WHERE
-    __rn <= 3 AND __rn > 0
+    CAST(least(greatest(coalesce(sum(__v0), 0), -4611686018427387903), 4611686018427387903) AS BIGINT) AS __s0,
+    count(__v0) AS __c0
+  FROM __grows
   GROUP BY
     __u
 ), __kept AS (
   SELECT
     __u,
-    __n,
-    (
-      __p0 >> 2
-    ) AS __s0,
-    (
-      __p0 & 3
-    ) AS __c0
-  FROM __capped
-  WHERE
-    __n <= 3
-  UNION ALL
-  SELECT
-    __u,
-    __n,
-    (
-      __p0 >> 2
-    ) AS __s0,
-    (
-      __p0 & 3
-    ) AS __c0
-  FROM __hl1
+    least(__n, 3) AS __n,
+    CAST(least(
+      greatest(
+        CASE
+          WHEN __n > 3
+          THEN CASE
+            WHEN (
+              CAST(__s0 AS DECIMAL(38, 0)) * 3
+            ) >= 0
+            THEN div((
+              2 * (
+                CAST(__s0 AS DECIMAL(38, 0)) * 3
+              ) + __n
+            ), (
+              2 * __n
+            ))
+            ELSE -(
+              div((
+                __n - 2 * (
+                  CAST(__s0 AS DECIMAL(38, 0)) * 3
+                )
+              ), (
+                2 * __n
+              ))
+            )
+          END
+          ELSE CAST(__s0 AS DECIMAL(38, 0))
+        END,
+        0
+      ),
+      4026531840
+    ) AS BIGINT) AS __x0,
+    CAST(least(
+      greatest(
+        CASE
+          WHEN __n > 3
+          THEN CASE
+            WHEN (
+              CAST(__c0 AS DECIMAL(38, 0)) * 3
+            ) >= 0
+            THEN div((
+              2 * (
+                CAST(__c0 AS DECIMAL(38, 0)) * 3
+              ) + __n
+            ), (
+              2 * __n
+            ))
+            ELSE -(
+              div((
+                __n - 2 * (
+                  CAST(__c0 AS DECIMAL(38, 0)) * 3
+                )
+              ), (
+                2 * __n
+              ))
+            )
+          END
+          ELSE CAST(__c0 AS DECIMAL(38, 0))
+        END,
+        0
+      ),
+      3
+    ) AS BIGINT) AS __x1,
+    CAST(least(
+      greatest(
+        CASE
+          WHEN __n > 3
+          THEN CASE
+            WHEN (
+              (
+                CAST(__s0 AS DECIMAL(38, 0)) - 671088640 * CAST(__c0 AS DECIMAL(38, 0))
+              ) * 3
+            ) >= 0
+            THEN div(
+              (
+                2 * (
+                  (
+                    CAST(__s0 AS DECIMAL(38, 0)) - 671088640 * CAST(__c0 AS DECIMAL(38, 0))
+                  ) * 3
+                ) + __n
+              ),
+              (
+                2 * __n
+              )
+            )
+            ELSE -(
+              div(
+                (
+                  __n - 2 * (
+                    (
+                      CAST(__s0 AS DECIMAL(38, 0)) - 671088640 * CAST(__c0 AS DECIMAL(38, 0))
+                    ) * 3
+                  )
+                ),
+                (
+                  2 * __n
+                )
+              )
+            )
+          END
+          ELSE (
+            CAST(__s0 AS DECIMAL(38, 0)) - 671088640 * CAST(__c0 AS DECIMAL(38, 0))
+          )
+        END,
+        -2013265920
+      ),
+      2013265920
+    ) AS BIGINT) AS __x2
+  FROM __totals
 )
 SELECT
   0 AS __part,
   CAST(count(*) AS BIGINT) AS __units,
-  CAST(least(greatest(coalesce(sum(__s0), 0), -4611686018427387903), 4611686018427387903) AS BIGINT) AS __m_m0,
-  CAST(least(greatest(coalesce(sum(__c0), 0), -4611686018427387903), 4611686018427387903) AS BIGINT) AS __m_m1,
-  CAST(least(
-    greatest(coalesce((
-      sum(__s0) - 671088640 * sum(__c0)
-    ), 0), -4611686018427387903),
-    4611686018427387903
-  ) AS BIGINT) AS __m_m2,
+  CAST(least(greatest(coalesce(sum(__x0), 0), -4611686018427387903), 4611686018427387903) AS BIGINT) AS __m_m0,
+  CAST(least(greatest(coalesce(sum(__x1), 0), -4611686018427387903), 4611686018427387903) AS BIGINT) AS __m_m1,
+  CAST(least(greatest(coalesce(sum(__x2), 0), -4611686018427387903), 4611686018427387903) AS BIGINT) AS __m_m2,
   CAST(NULL AS BIGINT) AS __bin,
   CAST(NULL AS BIGINT) AS __count
 FROM __kept

@@ -3,7 +3,7 @@ WITH __l1 AS (
     __u,
     count(*) AS __n,
     CAST(least(
-      greatest(coalesce(sum(coalesce(__v0 * 4 + 1, 0)), 0), -4611686018427387903),
+      greatest(coalesce(sum(coalesce(__v0 * 32768 + 1, 0)), 0), -4611686018427387903),
       4611686018427387903
     ) AS BIGINT) AS __p0,
     CAST(least(greatest(coalesce(sum(__v1), 0), -4611686018427387903), 4611686018427387903) AS BIGINT) AS __s1
@@ -50,13 +50,13 @@ WITH __l1 AS (
   SELECT
     *
   FROM __l1
-), __heavy AS (
+), __giant AS (
   SELECT
     __u
   FROM __capped
   WHERE
-    __n > 3
-), __hrows AS (
+    __n >= 32768
+), __grows AS (
   SELECT
     __t."uid" AS __u,
     CAST(round(
@@ -90,70 +90,147 @@ WITH __l1 AS (
       ) * CAST('4194304.0' AS DOUBLE)
     ) AS BIGINT) AS __v1
   FROM "__deniable_0" AS __t
-  SEMI JOIN __heavy AS __r
+  SEMI JOIN __giant AS __r
     ON __t."uid" IS NOT DISTINCT FROM __r.__u
   WHERE
     __t."uid" IS NOT NULL
-), __hl1 AS (
+), __totals AS (
+  SELECT
+    __u,
+    __n,
+    (
+      __p0 & 32767
+    ) AS __c0,
+    (
+      __p0 >> 15
+    ) AS __s0,
+    __s1
+  FROM __capped
+  WHERE
+    NOT __n >= 32768
+  UNION ALL
   SELECT
     __u,
     count(*) AS __n,
-    CAST(least(
-      greatest(coalesce(sum(coalesce(__v0 * 4 + 1, 0)), 0), -4611686018427387903),
-      4611686018427387903
-    ) AS BIGINT) AS __p0,
+    count(__v0) AS __c0,
+    CAST(least(greatest(coalesce(sum(__v0), 0), -4611686018427387903), 4611686018427387903) AS BIGINT) AS __s0,
     CAST(least(greatest(coalesce(sum(__v1), 0), -4611686018427387903), 4611686018427387903) AS BIGINT) AS __s1
-  FROM (
-    SELECT
-      *,
-      row_number() OVER (
-        PARTITION BY __u
-        ORDER BY hash(xor(hash(xor(hash(xor(CAST(1 AS UBIGINT), hash(__u))), hash(__v0))), hash(__v1))), __v0, __v1
-      ) AS __rn
-    FROM __hrows
-  ) AS __h
-  WHERE
-    __rn <= 3 AND __rn > 0
+  FROM __grows
   GROUP BY
     __u
 ), __kept AS (
   SELECT
     __u,
-    __n,
-    (
-      __p0 & 3
-    ) AS __c0,
-    (
-      __p0 >> 2
-    ) AS __s0,
-    __s1
-  FROM __capped
-  WHERE
-    __n <= 3
-  UNION ALL
-  SELECT
-    __u,
-    __n,
-    (
-      __p0 & 3
-    ) AS __c0,
-    (
-      __p0 >> 2
-    ) AS __s0,
-    __s1
-  FROM __hl1
+    least(__n, 3) AS __n,
+    CAST(least(
+      greatest(
+        CASE
+          WHEN __n > 3
+          THEN CASE
+            WHEN (
+              CAST(__c0 AS INT128) * 3
+            ) >= 0
+            THEN (
+              2 * (
+                CAST(__c0 AS INT128) * 3
+              ) + __n
+            ) // (
+              2 * __n
+            )
+            ELSE -(
+              (
+                __n - 2 * (
+                  CAST(__c0 AS INT128) * 3
+                )
+              ) // (
+                2 * __n
+              )
+            )
+          END
+          ELSE CAST(__c0 AS INT128)
+        END,
+        0
+      ),
+      3
+    ) AS BIGINT) AS __x0,
+    CAST(least(
+      greatest(
+        CASE
+          WHEN __n > 3
+          THEN CASE
+            WHEN (
+              (
+                CAST(__s0 AS INT128) - 671088640 * CAST(__c0 AS INT128)
+              ) * 3
+            ) >= 0
+            THEN (
+              2 * (
+                (
+                  CAST(__s0 AS INT128) - 671088640 * CAST(__c0 AS INT128)
+                ) * 3
+              ) + __n
+            ) // (
+              2 * __n
+            )
+            ELSE -(
+              (
+                __n - 2 * (
+                  (
+                    CAST(__s0 AS INT128) - 671088640 * CAST(__c0 AS INT128)
+                  ) * 3
+                )
+              ) // (
+                2 * __n
+              )
+            )
+          END
+          ELSE (
+            CAST(__s0 AS INT128) - 671088640 * CAST(__c0 AS INT128)
+          )
+        END,
+        -2013265920
+      ),
+      2013265920
+    ) AS BIGINT) AS __x1,
+    CAST(least(
+      greatest(
+        CASE
+          WHEN __n > 3
+          THEN CASE
+            WHEN (
+              CAST(__s1 AS INT128) * 3
+            ) >= 0
+            THEN (
+              2 * (
+                CAST(__s1 AS INT128) * 3
+              ) + __n
+            ) // (
+              2 * __n
+            )
+            ELSE -(
+              (
+                __n - 2 * (
+                  CAST(__s1 AS INT128) * 3
+                )
+              ) // (
+                2 * __n
+              )
+            )
+          END
+          ELSE CAST(__s1 AS INT128)
+        END,
+        0
+      ),
+      1258291200
+    ) AS BIGINT) AS __x2
+  FROM __totals
 )
 SELECT
   0 AS __part,
   CAST(count(*) AS BIGINT) AS __units,
-  CAST(least(greatest(coalesce(sum(__c0), 0), -4611686018427387903), 4611686018427387903) AS BIGINT) AS __m_m0,
-  CAST(least(
-    greatest(coalesce((
-      sum(__s0) - 671088640 * sum(__c0)
-    ), 0), -4611686018427387903),
-    4611686018427387903
-  ) AS BIGINT) AS __m_m1,
-  CAST(least(greatest(coalesce(sum(__s1), 0), -4611686018427387903), 4611686018427387903) AS BIGINT) AS __m_m2,
+  CAST(least(greatest(coalesce(sum(__x0), 0), -4611686018427387903), 4611686018427387903) AS BIGINT) AS __m_m0,
+  CAST(least(greatest(coalesce(sum(__x1), 0), -4611686018427387903), 4611686018427387903) AS BIGINT) AS __m_m1,
+  CAST(least(greatest(coalesce(sum(__x2), 0), -4611686018427387903), 4611686018427387903) AS BIGINT) AS __m_m2,
   CAST(NULL AS BIGINT) AS __bin,
   CAST(NULL AS BIGINT) AS __count
 FROM __kept

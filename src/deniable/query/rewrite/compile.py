@@ -15,33 +15,41 @@ rewrite rules, applied in order (each one CTE below):
    floor, which a user-level DP query cannot avoid.
 3. **bound partitions**: each unit keeps the ``max_groups`` partitions ranked first by
    ``H(secret₂; unit, keys)`` — a window over the (unit, partition) rows, not over rows.
-4. **bound rows**: kept partitions where a unit has more than ``max_rows`` rows are
-   recomputed from their rows (read again, joined to the short list of such partitions)
-   ranked by ``H(secret₁; unit, keys, values)``; every other partition keeps all its
-   rows and needs no ranking. A query of counts only needs no rows: a partition keeps
-   ``min(rows, max_rows)`` of them, whichever they are. The keys come from a CSPRNG for
-   each query, so the rows and partitions kept are chosen independently of their
-   magnitudes. ``H(key; a₀, a₁, …)`` is the keyed chain hash of :meth:`_Sql.keyed_hash`
-   (not the engine's multi-argument hash, whose orders are far from uniform).
-   Histograms (quantiles, MIN, MAX) and distinct counts are computed from the bounded rows
-   themselves (``__bounded``): the kept rows of those heavy partitions, and every row of
-   the other kept partitions, read again through a second join to the list of those
-   partitions (no ranking: they keep all their rows). Only the rows read again are
-   clamped and binned; the level-1 aggregation then computes no per-row value at all
-   unless an additive measure needs one. Ungrouped queries with such measures use the
-   plain form below (there, most rows are in partitions above ``max_rows``).
+4. **bound rows**: a kept partition where a unit has ``n`` rows contributes to every
+   additive measure (counts, sums, sums of squares) the *expected value* of a uniform
+   ``max_rows``-row subset of them: ``min(n, r)`` rows, and ``round(T·r/n)`` (half away
+   from zero, in an exact wide integer) of each total ``T`` — its own totals when
+   ``n ≤ r``. No row is ranked or read again for them. The contribution is a deterministic
+   function of the unit's own rows, bounded by ``r`` times the per-row bound exactly as a
+   random subset's (``|T| ≤ n·max``), so sensitivities are unchanged; it is clamped to that
+   bound as well, so that no arithmetic mistake could exceed it. A centred sum is scaled
+   after centring (one rounding). The answer has less variance than a random subset's
+   and no bias beyond half a grid unit per partition. A count of values packed in the low
+   bits of its sum is exact below ``2^bits`` rows; partitions with more are summed again
+   from their rows (``__giant``).
+   Histograms (quantiles, MIN, MAX) and distinct counts need real rows: the kept partitions
+   above ``max_rows`` keep ``max_rows`` rows ranked by ``H(secret₁; unit, keys, values)``
+   (read again, joined to the short list of those partitions), every other kept partition
+   keeps all its rows (read again through a second join, no ranking). Only the rows read
+   again are clamped and binned. ``H(key; a₀, a₁, …)`` is the keyed chain hash of
+   :meth:`_Sql.keyed_hash` (not the engine's multi-argument hash, whose orders are far
+   from uniform); the keys come from a CSPRNG for each query, so the rows and partitions
+   kept are chosen independently of their magnitudes. Ungrouped queries with such
+   measures use the plain form below (there, most rows are in partitions above
+   ``max_rows``).
 5. **aggregate** per partition: number of units, rows, values, exact integer sums (clamped
    to ±(2^62−1) so that they fit the exact samplers), and — for quantiles — histograms over
    the candidate grid, all in one result set (``__part`` 0 for aggregates, ``j`` for the
    histogram of the ``j``-th quantile).
 
 Which partitions a unit keeps does not depend on its rows, so bounding partitions before or
-after rows gives the same result; doing it first leaves fewer partitions to recompute. The
-*plain form* of steps 3–4 — rank every row (``__ranked``), then every partition of the kept
-rows, with the same hashes and tie-breaks — keeps exactly the same partitions and rows for
-the same secrets, so both forms give identical aggregates; it is the reference that tests
-compare the default form with (:data:`PLAIN_FORM`). Tables without a privacy unit skip
-steps 2–4 (each row is a unit and contributes one row to one partition).
+after rows gives the same result; doing it first leaves fewer partitions to scale or re-read.
+The *plain form* of steps 3–4 — rank every row (``__ranked``), then every partition of the
+kept rows, with the same hashes and tie-breaks, and the additive totals of every row of the
+kept partitions — keeps exactly the same partitions and rows for the same secrets, so both
+forms give identical aggregates; it is the reference that tests compare the default form
+with (:data:`PLAIN_FORM`). Tables without a privacy unit skip steps 2–4 (each row is a unit
+and contributes one row to one partition).
 
 Row hashes use the values as well as the unit and keys (no engine gives a stable row id for
 every source): identical rows tie, and which of two identical rows is kept does not matter.
@@ -95,6 +103,9 @@ BIN = "__bin"
 COUNT = "__count"
 
 PLAIN_FORM: bool | None = None
+# The most low bits a packed count may take (tests lower it so that partitions above 2^bits
+# rows, which are summed again from their rows, occur in small data).
+PACK_BITS_MAX = 40
 """Test-only switch of the form of histogram and distinct measures.
 
 None (the default): the fast form for grouped queries, the plain form for ungrouped ones;
@@ -986,11 +997,31 @@ def compile_plan(
 
     # ORDER BY ties are broken by the keys (distinct within a unit) and the values (equal
     # only for identical rows).
-    def rank_rows() -> exp.Expression:
-        return _alias(_row_number(_refs(group_uk), [row_hash(), *_refs(values)]), "__rn")
+    def rank_rows(vals: Sequence[str]) -> exp.Expression:
+        order = [s.order_hash(secrets.rows, [*group_uk, *vals]), *_refs(vals)]
+        return _alias(_row_number(_refs(group_uk), order), "__rn")
 
     def rank_parts() -> exp.Expression:
         return _alias(_row_number([_ref("__u")], [part_hash(), *_refs(keys)]), "__pr")
+
+    # Step 4 for additive measures: each kept partition contributes the expected value of a
+    # uniform max_rows-subset of its rows, computed from its totals (see _kept_columns).
+    kept_outputs = _kept_outputs(plan, additive, needed, measure_alias, count_alias)
+
+    def kept(totals: str) -> None:
+        """``__kept``: the scaled contributions of the partitions of ``totals``."""
+        cols: list[exp.Expression] = [*_refs(group_uk)]
+        cols.append(_alias(_least(_ref("__n"), _int(r)), "__n"))
+        cols += [_alias(_scaled(caps, o, r), o.name) for o in kept_outputs]
+        cte("__kept", _select(cols, _table(totals)))
+
+    def separate_totals(rows: str) -> exp.Select:
+        """Per (unit, partition) of ``rows``: ``__n`` and each needed column, unpacked."""
+        aggs: list[exp.Expression] = [_alias(exp.Count(this=exp.Star()), "__n")]
+        for (fn, a), col in needed.items():
+            agg = exp.Count(this=_ref(a)) if fn == "count" else clamp_bigint(_sum(caps, _ref(a)))
+            aggs.append(_alias(agg, col))
+        return _select([*_refs(group_uk), *aggs], _table(rows), group=_refs(group_uk))
 
     bounded_rows: str | None
     if unit is not None and not plain:
@@ -1031,24 +1062,25 @@ def compile_plan(
             select = row_columns(only)
             cte(name, s.semi_source(select, source(), row_filter(reread=True), partitions, on))
 
-        heavy = exp.GT(this=_ref("__n"), expression=_int(r))
-        light = exp.LTE(this=_ref("__n"), expression=_int(r))
-        if needed or histograms:
-            # 4. rank only the rows of kept partitions where a unit has more than max_rows
-            cte("__heavy", _select(_refs(group_uk), _table("__capped"), where=heavy))
-            reread("__hrows", "__heavy")
-            inner = _select([exp.Star(), rank_rows()], _table("__hrows"))
         if histograms:
-            # their kept rows, and every row of the other kept partitions: the bounded rows
-            # (with the per-row values that histograms and distinct counts read)
+            # 4. the bounded rows that histograms and distinct counts read: max_rows rows
+            # ranked at random in kept partitions above max_rows (only those are ranked),
+            # and every row of the other kept partitions
+            row_values = [a for a in values if a in {measure_alias[h.id] for h in histograms}]
+            heavy = exp.GT(this=_ref("__n"), expression=_int(r))
+            light = exp.LTE(this=_ref("__n"), expression=_int(r))
+            cte("__heavy", _select(_refs(group_uk), _table("__capped"), where=heavy))
+            reread("__hrows", "__heavy", row_values)
+            inner = _select([exp.Star(), rank_rows(row_values)], _table("__hrows"))
             cte(
                 "__hkept",
                 _select(
-                    _refs([*group_uk, *values]), _subquery(inner, "__h"), where=bounded("__rn", r)
+                    _refs([*group_uk, *row_values]),
+                    _subquery(inner, "__h"),
+                    where=bounded("__rn", r),
                 ),
             )
             cte("__light", _select(_refs(group_uk), _table("__capped"), where=light))
-            row_values = [a for a in values if a in {measure_alias[h.id] for h in histograms}]
             reread("__lrows", "__light", row_values)
             cte(
                 "__bounded",
@@ -1059,37 +1091,30 @@ def compile_plan(
                     ]
                 ),
             )
-        if not needed:
-            # counts only: a partition keeps min(rows, max_rows) rows, whichever they are
-            kept_n = _alias(_least(_ref("__n"), _int(r)), "__n")
-            cte("__kept", _select([*_refs(group_uk), kept_n], _table("__capped")))
-        else:
-            # the aggregates of a kept partition with more than max_rows rows, recomputed
-            heavy_l1 = (
-                _select([*_refs(group_uk), *level1()], _table("__hkept"), group=_refs(group_uk))
-                if histograms
-                else _select(
-                    [*_refs(group_uk), *level1()],
-                    _subquery(inner, "__h"),
-                    where=bounded("__rn", r),
-                    group=_refs(group_uk),
-                )
-            )
-            cte("__hl1", heavy_l1)
+        if packed:
+            # A packed count is exact below 2^bits rows; partitions with more (a unit with
+            # hundreds of thousands of rows in one group) are summed again from their rows.
+            giant = exp.GTE(this=_ref("__n"), expression=_int(2 ** min(packed.values())))
+            cte("__giant", _select(_refs(group_uk), _table("__capped"), where=giant))
+            reread("__grows", "__giant", sorted({a for _, a in needed}))
             cte(
-                "__kept",
+                "__totals",
                 _union_all(
                     [
-                        _select(unpacked(), _table("__capped"), where=light.copy()),
-                        _select(unpacked(), _table("__hl1")),
+                        _select(unpacked(), _table("__capped"), where=exp.Not(this=giant)),
+                        separate_totals("__grows"),
                     ]
                 ),
             )
+        else:
+            cte("__totals", _select(unpacked(), _table("__capped")))
+        kept("__totals")
         agg_source, bounded_rows = "__kept", "__bounded" if histograms else None
     elif unit is not None:
         # 3–4, plain form: rank every row, then every partition (same orders as above).
         cte("__rows", rows_query())
-        cte("__ranked", _select([exp.Star(), rank_rows()], _table("__rows")))
+        hist_values = [a for a in values if a in {measure_alias[h.id] for h in histograms}]
+        cte("__ranked", _select([exp.Star(), rank_rows(hist_values)], _table("__rows")))
         row_cols = _refs([*group_uk, *values])
         cte("__rkept", _select(row_cols, _table("__ranked"), where=bounded("__rn", r)))
         if cap_partitions:
@@ -1097,12 +1122,12 @@ def compile_plan(
             cte("__parts", _select([*_refs(group_uk), rank_parts()], _subquery(distinct, "__d")))
             cte("__pkept", _select([exp.Star()], _table("__parts"), where=bounded("__pr", m)))
             cte("__bounded", s.semi("__rkept", "__pkept", uk_pairs, anti=False))
+            cte("__all", separate_totals("__rows"))
+            cte("__totals", s.semi("__all", "__pkept", uk_pairs, anti=False))
         else:
             cte("__bounded", _select([exp.Star()], _table("__rkept")))
-        cte(
-            "__kept",
-            _select([*_refs(group_uk), *level1()], _table("__bounded"), group=_refs(group_uk)),
-        )
+            cte("__totals", separate_totals("__rows"))
+        kept("__totals")
         agg_source, bounded_rows = "__kept", "__bounded"
     else:
         cte("__rows", rows_query())
@@ -1131,22 +1156,24 @@ def compile_plan(
             )
             final.append(_alias(clamp_bigint(rows_or_units), out))
             continue
-        a, ca = measure_alias[meas.id], count_alias.get(meas.id)
         if unit is not None:
-            count: exp.Expression = sum_of(needed.get(("count", ca)) if ca else None)
-            total = sum_of(needed.get(("sum", a)))
-        else:
-            count = exp.Count(this=_ref(ca) if ca else exp.Null())
-            total = _sum(caps, _ref(a))
+            # the scaled contribution of each kept partition, one column per measure kind
+            scaled = sum_of(kept_outputs.column_of(meas.id))
+            final.append(_alias(clamp_bigint(scaled), out))
+            continue
+        a, ca = measure_alias[meas.id], count_alias.get(meas.id)
+        count = exp.Count(this=_ref(ca) if ca else exp.Null())
+        total = _sum(caps, _ref(a))
+        value: exp.Expression
         if meas.kind == "values":
-            expr = count
+            value = count
         elif _centre(meas):
-            expr = _paren(
+            value = _paren(
                 exp.Sub(this=total, expression=exp.Mul(this=s.lit(_centre(meas)), expression=count))
             )
         else:
-            expr = total
-        final.append(_alias(clamp_bigint(expr), out))
+            value = total
+        final.append(_alias(clamp_bigint(value), out))
 
     def null_bigint(name: str) -> exp.Expression:
         return _alias(_cast(exp.Null(), _T.BIGINT), name)
@@ -1216,10 +1243,11 @@ def _packable(
     """The columns whose count of values can ride in the low bits of their sum, and the bits.
 
     One aggregate instead of two: over millions of (unit, partition) groups a second
-    aggregate costs more than the arithmetic. Packed sums are read only for partitions of at
-    most max_rows rows, where the count is below 2^bits (2^bits > max_rows) and the packed
-    sum fits BIGINT, which is checked here from the largest |per-row value| (+1 for the
-    rounding); other columns keep a sum and a count.
+    aggregate costs more than the arithmetic. With ``bits`` low bits, the packed sum of a
+    partition of fewer than ``2^bits`` rows holds its count exactly and fits BIGINT, which is
+    checked here from the largest |per-row value| (+1 for the rounding); ``bits`` is the
+    largest such, at most :data:`PACK_BITS_MAX` and with ``2^bits > max_rows``. Partitions
+    with more rows are summed again (``__giant``). Other columns keep a sum and a count.
     """
     reach: dict[str, int] = {}
     for meas in plan.measures:
@@ -1229,16 +1257,133 @@ def _packable(
             high = meas.row_high + _centre(meas)
             top = max(abs(low), abs(high)) + 1
             reach[a] = max(reach.get(a, 0), top)
+    least_bits = plan.max_rows.bit_length()
+    out: dict[str, int] = {}
+    for fn, a in needed:
+        if fn != "count" or ("sum", a) not in needed or a not in reach:
+            continue
+        bits = max(
+            (
+                b
+                for b in range(least_bits, PACK_BITS_MAX + 1)
+                if (2**b - 1) * (reach[a] * 2**b + 1) <= SUM_LIMIT
+            ),
+            default=None,
+        )
+        if bits is not None:
+            out[a] = bits
+    return out
+
+
+@dataclass(frozen=True)
+class KeptOutput:
+    """One per-partition column of ``__kept``: a scaled contribution and its bounds.
+
+    Attributes:
+        name: the column.
+        total: the partition's sum column, or None for a count.
+        count: the partition's count column (None: a plain sum).
+        centre: the integer subtracted per value (``total − centre·count``).
+        low: least contribution of one partition (integer units).
+        high: greatest contribution of one partition.
+    """
+
+    name: str
+    total: str | None
+    count: str | None
+    centre: int
+    low: int
+    high: int
+
+
+class KeptOutputs(list[KeptOutput]):
+    """The columns of ``__kept``, and which one each additive measure sums."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.by_measure: dict[str, str] = {}
+
+    def column_of(self, measure_id: str) -> str:
+        """The column holding ``measure_id``'s per-partition contributions."""
+        return self.by_measure[measure_id]
+
+
+def _kept_outputs(
+    plan: DPPlan,
+    additive: Sequence[Measure],
+    needed: Mapping[tuple[str, str], str],
+    measure_alias: Mapping[str, str],
+    count_alias: Mapping[str, str],
+) -> KeptOutputs:
+    """The scaled per-partition columns that the additive measures sum (shared when equal).
+
+    A centred sum gets its own column, scaled after centring: scaling the sum and the count
+    apart and subtracting would round twice and could leave the bounds.
+    """
     r = plan.max_rows
-    bits = r.bit_length()
-    return {
-        a: bits
-        for fn, a in needed
-        if fn == "count"
-        and ("sum", a) in needed
-        and a in reach
-        and r * (reach[a] * 2**bits + 1) <= SUM_LIMIT
-    }
+    outputs = KeptOutputs()
+    seen: dict[tuple[str | None, str | None, int, int, int], str] = {}
+    for meas in additive:
+        total: str | None = None
+        count: str | None = None
+        centre = 0
+        if isinstance(meas, ValueCount):
+            count, low, high = needed[("count", count_alias[meas.id])], 0, r
+        elif isinstance(meas, SumMeasure | SquaresMeasure):
+            total = needed[("sum", measure_alias[meas.id])]
+            row_low = meas.row_low if isinstance(meas, SumMeasure) else 0
+            low, high = r * min(row_low, 0), r * max(meas.row_high, 0)
+            if _centre(meas):
+                centre = _centre(meas)
+                count = needed[("count", count_alias[meas.id])]
+        else:
+            continue  # rows and units
+        spec = (total, count, centre, low, high)
+        if spec not in seen:
+            seen[spec] = f"__x{len(seen)}"
+            outputs.append(KeptOutput(seen[spec], total, count, centre, low, high))
+        outputs.by_measure[meas.id] = seen[spec]
+    return outputs
+
+
+def _scaled(caps: Capabilities, o: KeptOutput, r: int) -> exp.Expression:
+    """A partition's contribution, as BIGINT.
+
+    Its total if it has at most ``r`` rows, else the expected total of a uniform ``r``-row
+    subset, ``round(total·r / n)`` (half away from zero), in an exact wide integer; clamped
+    to ``[o.low, o.high]``, which the arithmetic already guarantees (``|total| ≤ n·max``), so
+    that no packing or overflow mistake can exceed the sensitivity.
+    """
+    wide = exp.DataType.build(caps.wide_integer)
+
+    def w(column: str) -> exp.Expression:
+        return exp.Cast(this=_ref(column), to=wide.copy())
+
+    if o.total is None:
+        assert o.count is not None
+        num = w(o.count)
+    elif o.count is None:
+        num = w(o.total)
+    else:
+        scaled_count = exp.Mul(this=_int(o.centre), expression=w(o.count))
+        num = _paren(exp.Sub(this=w(o.total), expression=scaled_count))
+    n = _ref("__n")
+    x = _paren(exp.Mul(this=num.copy(), expression=_int(r)))
+    twice = _paren(exp.Mul(this=_int(2), expression=n.copy()))
+
+    def div(a: exp.Expression) -> exp.Expression:
+        return exp.IntDiv(this=_paren(a), expression=twice.copy())
+
+    up = div(exp.Add(this=exp.Mul(this=_int(2), expression=x.copy()), expression=n.copy()))
+    down = exp.Neg(
+        this=_paren(
+            div(exp.Sub(this=n.copy(), expression=exp.Mul(this=_int(2), expression=x.copy())))
+        )
+    )
+    rounded = _case([(exp.GTE(this=x.copy(), expression=_int(0)), up)], down)
+    value = _case([(exp.GT(this=n.copy(), expression=_int(r)), rounded)], num)
+    bounded = _least(_greatest(value, _int(o.low)), _int(o.high))
+    return _cast(bounded, _T.BIGINT)
 
 
 def clamp_bigint(expr: exp.Expression) -> exp.Expression:
