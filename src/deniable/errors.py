@@ -56,6 +56,37 @@ class LedgerError(DeniableError):
     """The durable ledger could not record or read a charge; nothing was released."""
 
 
+class LedgerTampered(LedgerError):
+    """The ledger failed verification (deleted, rolled back, replaced or edited).
+
+    It can be read, but nothing can be charged, registered or granted until a curator
+    inspects it (``deniable ledger verify``) and acknowledges it; spent budget is never given
+    back.
+
+    Attributes:
+        problems: what verification found, in plain words.
+    """
+
+    def __init__(self, message: str, *, problems: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.problems = problems
+
+
+class DuplicateRequest(DeniableError):
+    """A charge with this idempotency key was already recorded; nothing new was charged.
+
+    Attributes:
+        charge_id: the id of the charge first recorded with this key.
+    """
+
+    def __init__(self, charge_id: int, message: str | None = None) -> None:
+        super().__init__(
+            message
+            or f"this request was already charged (charge {charge_id}); nothing was charged again"
+        )
+        self.charge_id = charge_id
+
+
 class UnknownDataset(InvalidParameter):
     """The dataset was never registered in this ledger; the curator must register it first."""
 

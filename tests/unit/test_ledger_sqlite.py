@@ -142,6 +142,7 @@ def test_not_a_ledger_is_refused(tmp_path: Path) -> None:
 def test_unknown_schema_version_is_refused(path: Path) -> None:
     Ledger(path).close()
     raw = sqlite3.connect(path)
+    raw.execute("DROP TRIGGER meta_append_only_update")  # meta is append-only too
     raw.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     raw.commit()
     raw.close()

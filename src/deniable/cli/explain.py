@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from deniable.cli.common import emit_json, handles_errors, json_option
+
 
 @click.command(name="explain")
 @click.argument("epsilon", type=float)
@@ -14,8 +16,24 @@ import click
     show_default=True,
     help="The attacker's prior belief that the target is in the data.",
 )
-def command(epsilon: float, prior: float) -> None:
+@json_option
+@handles_errors
+def command(epsilon: float, prior: float, as_json: bool) -> None:
     """Explain what EPSILON lets an attacker learn."""
     from deniable.explain import explain_epsilon
+    from deniable.explain.posterior import posterior_bounds
 
-    click.echo(explain_epsilon(epsilon, prior=prior))
+    text = explain_epsilon(epsilon, prior=prior)
+    if as_json:
+        low, high = posterior_bounds(prior, epsilon)
+        emit_json(
+            {
+                "epsilon": epsilon,
+                "prior": prior,
+                "posterior_low": low,
+                "posterior_high": high,
+                "text": text,
+            }
+        )
+    else:
+        click.echo(text)

@@ -1,7 +1,9 @@
 """Entry point of the ``deniable`` command: one group, subcommands from sibling modules.
 
 Each subcommand lives in its own module exposing a ``click.Command`` named ``command``;
-a module that fails to import is reported when its command is used, not at start-up.
+a module that fails to import is reported when its command is used, not at start-up. The exit
+codes shared by every command are documented in :mod:`deniable.cli.common` and in
+``deniable --help``.
 """
 
 from __future__ import annotations
@@ -10,11 +12,30 @@ import importlib
 
 import click
 
+from deniable.cli.common import EXIT_CODES_HELP
+
 SUBCOMMANDS = {
+    "analyst": "deniable.cli.analyst",
+    "anonymize": "deniable.cli.anonymize",
+    "budget": "deniable.cli.budget",
     "demo": "deniable.cli.demo",
     "explain": "deniable.cli.explain",
+    "ledger": "deniable.cli.ledger",
+    "query": "deniable.cli.query",
+    "serve": "deniable.cli.serve",
     "survey": "deniable.cli.survey",
-    "anonymize": "deniable.cli.anonymize",
+}
+
+SHORT_HELP = {
+    "analyst": "Add, list, revoke analysts and set their allowances.",
+    "anonymize": "Safe k-anonymization with a DP guarantee.",
+    "budget": "Cap, spent and remaining budget per dataset and analyst.",
+    "demo": "Run the guided demo on a synthetic dataset.",
+    "explain": "Explain what an ε lets an attacker learn.",
+    "ledger": "History, verification and backup of the privacy ledger.",
+    "query": "Answer a SQL query with differential privacy.",
+    "serve": "Run the HTTP query service.",
+    "survey": "Simulate a local-DP survey.",
 }
 
 
@@ -26,12 +47,29 @@ class _LazyGroup(click.Group):
         module_name = SUBCOMMANDS.get(cmd_name)
         if module_name is None:
             return None
+        if _listing(ctx):
+            # ``deniable --help`` lists commands without importing the query stack.
+            return click.Command(cmd_name, short_help=SHORT_HELP.get(cmd_name))
         module = importlib.import_module(module_name)
         command: click.Command = module.command
         return command
 
 
-@click.group(cls=_LazyGroup)
+def _listing(ctx: click.Context) -> bool:
+    """Whether click is only formatting the group's help (its command list)."""
+    return bool(ctx.meta.get("deniable.listing"))
+
+
+class _Group(_LazyGroup):
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        ctx.meta["deniable.listing"] = True
+        try:
+            super().format_commands(ctx, formatter)
+        finally:
+            ctx.meta["deniable.listing"] = False
+
+
+@click.group(cls=_Group, epilog=EXIT_CODES_HELP)
 @click.version_option(package_name="deniable")
 def main() -> None:
     """deniable: differential privacy you can query, account for and explain."""

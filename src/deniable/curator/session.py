@@ -538,14 +538,22 @@ class Session:
         return self.execute(program, analyst=analyst)
 
     def execute(
-        self, program: QueryProgram, *, analyst: str | None = None, share_replays: bool = True
+        self,
+        program: QueryProgram,
+        *,
+        analyst: str | None = None,
+        share_replays: bool = True,
+        idempotency_key: str | None = None,
     ) -> Answer:
         """Answer a compiled program (see :meth:`sql`).
 
         Charged ``program.loss`` (amplified on a sampled table) to ``analyst`` (default: the
         session's analyst), or nothing for a replay. With ``share_replays=False`` a stored
         answer is replayed only to the analyst who paid for it (another analyst asking the
-        same question pays again, and learns nothing about who asked before).
+        same question pays again, and learns nothing about who asked before). An
+        ``idempotency_key`` is recorded with the charge; a second charge with the same key
+        for the same analyst raises :class:`~deniable.errors.DuplicateRequest` and spends
+        nothing.
         """
         if analyst is not None and (not isinstance(analyst, str) or not analyst):
             raise InvalidParameter("analyst must be a non-empty string")
@@ -566,6 +574,7 @@ class Session:
             sample=self._samples.get(name),
             joined=self._joined(program.plan),
             cache_scope=None if share_replays else (analyst or self._analyst),
+            idempotency_key=idempotency_key,
         )
 
     def _joined(self, plan: DPPlan) -> dict[str, TableBinding]:

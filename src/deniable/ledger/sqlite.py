@@ -16,9 +16,31 @@ Guarantees (DESIGN.md §7):
 * **Budgets belong to the dataset.** Per-analyst allowances are slices of the one global cap
   (analysts who collude add up): a charge must fit both the analyst's slice and the cap.
   Slices may overlap (their sum may exceed the cap); the cap still bounds everyone together.
-* **Charges are facts.** The ``charges`` table is append-only (SQLite triggers refuse deletes
-  and any update other than marking a charge answered); a curator's change of cap or
-  allowance is itself recorded in ``curator_events``.
+* **Charges are facts.** The tables are append-only (SQLite triggers refuse deletes and any
+  update other than marking a charge answered, changing a cap or an allowance, or revoking a
+  token); a curator's change of cap or allowance is itself recorded in ``curator_events``.
+* **Tamper evidence** (:mod:`deniable.ledger.integrity`). Every mutation also appends an entry
+  to a hash chain in the same transaction, and an anchor file outside the database
+  (``<path>.anchor`` by default) records the ledger's identity, last entry and spent totals
+  after each commit. Opening the ledger replays the chain and compares it with every table and
+  with the anchor; it finds a deleted database (the anchor remains), an older copy restored
+  (fewer entries than the anchor), a copy taken without its ``-wal`` file, another ledger's
+  file (identity differs) and a hand-edited row (triggers can be dropped by whoever has the
+  file; the chain then no longer matches the table). A tampered ledger opens for inspection
+  but refuses :meth:`Ledger.charge`, :meth:`Ledger.register`, :meth:`Ledger.set_allowance` and
+  :meth:`Ledger.add_analyst` with :class:`~deniable.errors.LedgerTampered` until a curator
+  calls :meth:`Ledger.acknowledge`, which never gives budget back.
+* **Backups.** :meth:`Ledger.backup` uses SQLite's online backup API. Copying the file is
+  wrong: in WAL mode recent commits live in ``<path>-wal`` until a checkpoint, so a plain copy
+  of ``<path>`` alone (or of the two files at slightly different moments while a process
+  writes) shows less spent than was released — often nothing at all — or is corrupt. The
+  backup API copies one consistent snapshot, including what is still in the WAL. Restoring a
+  backup over a live ledger is a rollback: its anchor reports it and the curator's
+  acknowledgement charges what the backup misses.
+* **Schema versions.** A file of schema version 1 (before the chain) is refused with a
+  :class:`~deniable.errors.LedgerError` that says how to upgrade it:
+  :meth:`Ledger.upgrade` rewrites it in one transaction, replaying every existing row into
+  the chain (nothing is dropped or recomputed), and only when the caller asks for it.
 
 The answer cache and its crash window: the query engine charges, computes the noisy answer,
 stores it with :meth:`Ledger.store_answer`, then returns it. A repeated identical query (same
@@ -27,7 +49,8 @@ released answer is post-processing. If the process dies between the charge and t
 the charge stays (and counts) but there is no stored answer, so the repeat is charged again.
 The error is always on the side of paying twice, never of answering twice for one payment:
 an answer row cannot exist without the committed charge it references. Two processes asking
-the same new query at the same moment may likewise both pay.
+the same new query at the same moment may likewise both pay (an idempotency key,
+``charge(..., idempotency_key=...)``, makes a retried request pay once).
 
 A :class:`Ledger` object may be shared by threads (calls are serialised by a lock) but not
 across ``fork``: open one per process.
@@ -35,12 +58,15 @@ across ``fork``: open one per process.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
+import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -55,16 +81,34 @@ from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
 from deniable.errors import (
     BudgetExceeded,
     CapConflict,
+    DuplicateRequest,
     InvalidParameter,
     LedgerError,
+    LedgerTampered,
     UnknownDataset,
 )
+from deniable.ledger.analysts import ROLES, AnalystInfo, Principal, Role, new_token, token_digest
+from deniable.ledger.integrity import (
+    GENESIS,
+    Anchor,
+    AnchorUnreadable,
+    FileLock,
+    LedgerReport,
+    canonical,
+    entry_hash,
+    read_anchor,
+    write_anchor,
+)
 
-SCHEMA_VERSION = 1
-"""Version of the on-disk schema, stored in the ``meta`` table."""
+SCHEMA_VERSION = 2
+"""Version of the on-disk schema, stored in the ``meta`` table (2: hash chain, analysts)."""
+
+LOST_BY_ROLLBACK = "(lost by rollback)"
+"""The analyst name of the charges :meth:`Ledger.acknowledge` adds for budget a rollback lost."""
 
 ChargeStatus = Literal["charged", "answered"]
 LossType = Literal["epsilon", "epsilon_delta", "rho"]
+_Loss4 = tuple[str, str | None, str | None, str | None]
 
 # Column list shared by every table that stores a loss: the type, then exact "num/den" text
 # for the components that type has (the others are NULL).
@@ -78,8 +122,22 @@ _LOSS_COLUMNS = """
             AND rho IS NULL)
         OR (loss_type = 'rho' AND epsilon IS NULL AND delta IS NULL AND rho IS NOT NULL))"""
 
+
+def _refuse(table: str, event: str, when: str = "") -> str:
+    return (
+        f"CREATE TRIGGER {table}_append_only_{event.lower()} BEFORE {event} ON {table} {when}\n"
+        "    BEGIN SELECT RAISE(ABORT, 'ledger tables are append-only'); END"
+    )
+
+
 _SCHEMA: tuple[str, ...] = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT",
+    """CREATE TABLE chain (
+        seq INTEGER PRIMARY KEY,
+        op TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        hash TEXT NOT NULL
+    ) STRICT""",
     f"""CREATE TABLE datasets (
         name TEXT PRIMARY KEY,{_LOSS_COLUMNS},
         registered_at TEXT NOT NULL
@@ -98,28 +156,22 @@ _SCHEMA: tuple[str, ...] = (
         previous TEXT,
         time TEXT NOT NULL
     ) STRICT""",
+    # No foreign key to datasets: a curator's acknowledgement may record budget lost by a
+    # rollback for a dataset that the (restored or recreated) database does not know yet.
     f"""CREATE TABLE charges (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
-        dataset TEXT NOT NULL REFERENCES datasets(name),
+        dataset TEXT NOT NULL,
         analyst TEXT NOT NULL,
         query_key TEXT NOT NULL,
         query_text TEXT NOT NULL,{_LOSS_COLUMNS},
         time TEXT NOT NULL,
         details TEXT NOT NULL,
-        status TEXT NOT NULL CHECK (status IN ('charged', 'answered'))
+        status TEXT NOT NULL CHECK (status IN ('charged', 'answered')),
+        idempotency_key TEXT
     ) STRICT""",
     "CREATE INDEX charges_by_analyst ON charges (dataset, analyst)",
-    """CREATE TRIGGER charges_append_only_delete BEFORE DELETE ON charges
-    BEGIN SELECT RAISE(ABORT, 'ledger charges are append-only'); END""",
-    """CREATE TRIGGER charges_append_only_update BEFORE UPDATE ON charges
-    WHEN NEW.id IS NOT OLD.id OR NEW.dataset IS NOT OLD.dataset
-        OR NEW.analyst IS NOT OLD.analyst OR NEW.query_key IS NOT OLD.query_key
-        OR NEW.query_text IS NOT OLD.query_text OR NEW.loss_type IS NOT OLD.loss_type
-        OR NEW.epsilon IS NOT OLD.epsilon OR NEW.delta IS NOT OLD.delta
-        OR NEW.rho IS NOT OLD.rho OR NEW.time IS NOT OLD.time
-        OR NEW.details IS NOT OLD.details
-        OR NOT (NEW.status = OLD.status OR (OLD.status = 'charged' AND NEW.status = 'answered'))
-    BEGIN SELECT RAISE(ABORT, 'ledger charges are append-only'); END""",
+    """CREATE UNIQUE INDEX charges_idempotency ON charges (dataset, analyst, idempotency_key)
+    WHERE idempotency_key IS NOT NULL""",
     """CREATE TABLE answers (
         charge_id INTEGER PRIMARY KEY REFERENCES charges(id),
         dataset TEXT NOT NULL,
@@ -128,6 +180,55 @@ _SCHEMA: tuple[str, ...] = (
         time TEXT NOT NULL
     ) STRICT""",
     "CREATE INDEX answers_by_key ON answers (dataset, query_key, charge_id)",
+    """CREATE TABLE analysts (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        name TEXT NOT NULL,
+        role TEXT NOT NULL CHECK (role IN ('curator', 'analyst')),
+        digest TEXT NOT NULL UNIQUE,
+        created TEXT NOT NULL,
+        revoked_at TEXT
+    ) STRICT""",
+    "CREATE UNIQUE INDEX analysts_active ON analysts (name) WHERE revoked_at IS NULL",
+    _refuse("meta", "DELETE"),
+    _refuse("meta", "UPDATE"),
+    _refuse("chain", "DELETE"),
+    _refuse("chain", "UPDATE"),
+    _refuse("curator_events", "DELETE"),
+    _refuse("curator_events", "UPDATE"),
+    _refuse("answers", "DELETE"),
+    _refuse("answers", "UPDATE"),
+    _refuse("datasets", "DELETE"),
+    _refuse(
+        "datasets",
+        "UPDATE",
+        "WHEN NEW.name IS NOT OLD.name OR NEW.registered_at IS NOT OLD.registered_at",
+    ),
+    _refuse("allowances", "DELETE"),
+    _refuse(
+        "allowances",
+        "UPDATE",
+        "WHEN NEW.dataset IS NOT OLD.dataset OR NEW.analyst IS NOT OLD.analyst",
+    ),
+    _refuse("analysts", "DELETE"),
+    _refuse(
+        "analysts",
+        "UPDATE",
+        "WHEN NEW.id IS NOT OLD.id OR NEW.name IS NOT OLD.name OR NEW.role IS NOT OLD.role "
+        "OR NEW.digest IS NOT OLD.digest OR NEW.created IS NOT OLD.created "
+        "OR OLD.revoked_at IS NOT NULL OR NEW.revoked_at IS NULL",
+    ),
+    _refuse("charges", "DELETE"),
+    _refuse(
+        "charges",
+        "UPDATE",
+        """WHEN NEW.id IS NOT OLD.id OR NEW.dataset IS NOT OLD.dataset
+        OR NEW.analyst IS NOT OLD.analyst OR NEW.query_key IS NOT OLD.query_key
+        OR NEW.query_text IS NOT OLD.query_text OR NEW.loss_type IS NOT OLD.loss_type
+        OR NEW.epsilon IS NOT OLD.epsilon OR NEW.delta IS NOT OLD.delta
+        OR NEW.rho IS NOT OLD.rho OR NEW.time IS NOT OLD.time
+        OR NEW.details IS NOT OLD.details OR NEW.idempotency_key IS NOT OLD.idempotency_key
+        OR NOT (NEW.status = OLD.status OR (OLD.status = 'charged' AND NEW.status = 'answered'))""",
+    ),
 )
 
 
@@ -146,6 +247,7 @@ class Charge:
         time: commit time (UTC).
         details: JSON-compatible metadata the engine chose to record (mechanisms, bounds).
         status: ``"charged"``, or ``"answered"`` once the answer is stored in the cache.
+        idempotency_key: the caller's key for retries of one request, if given.
     """
 
     id: int
@@ -157,6 +259,7 @@ class Charge:
     time: datetime
     details: Mapping[str, object] = field(hash=False)
     status: ChargeStatus
+    idempotency_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,21 +285,58 @@ class CuratorEvent:
     time: datetime
 
 
-class Ledger:
-    """A durable, transactional privacy-budget ledger in one SQLite file.
+_CHARGE_COLUMNS = (
+    "id, dataset, analyst, query_key, query_text, loss_type, epsilon, delta, rho, time, details, "
+    "status, idempotency_key"
+)
 
-    Opening creates the file and its schema if needed; several processes may open and use the
-    same path at once. Nothing here releases data, so no method has a privacy loss of its own:
-    :meth:`charge` *records* the loss of a release the caller is about to make.
+
+class _Write:
+    """One write transaction in progress: appends chain entries and collects spent totals."""
+
+    def __init__(self, conn: sqlite3.Connection, seq: int, head: str) -> None:
+        self.conn = conn
+        self.start = seq
+        self.seq = seq
+        self.head = head
+        self.spent: dict[str, PrivacyLoss] = {}
+        self.recompute_all = False
+        self.previous: Anchor | None = None
+
+    def append(self, op: str, payload: dict[str, object]) -> int:
+        """Append the entry ``op`` with ``payload`` to the chain; return its number."""
+        text = canonical({"op": op, **payload})
+        seq = self.seq + 1
+        digest = entry_hash(self.head, seq, text)
+        self.conn.execute(
+            "INSERT INTO chain (seq, op, payload, hash) VALUES (?, ?, ?, ?)",
+            (seq, op, text, digest),
+        )
+        self.seq, self.head = seq, digest
+        return seq
+
+
+_WriteMode = Literal["trusted", "lenient", "acknowledge"]
+
+
+class Ledger:
+    """A durable, transactional, tamper-evident privacy-budget ledger in one SQLite file.
+
+    Opening creates the file and its schema if needed, then verifies it (see the module
+    docstring); several processes may open and use the same path at once. Nothing here
+    releases data, so no method has a privacy loss of its own: :meth:`charge` *records* the
+    loss of a release the caller is about to make.
 
     Args:
         path: the SQLite file (created if missing; its directory must exist).
         timeout: seconds to wait for another process's write lock before failing with
             :class:`~deniable.errors.LedgerError`.
+        anchor: the anchor file (default ``<path>.anchor``); its lock is ``<anchor>.lock``.
 
     Raises:
         LedgerError: the file cannot be opened, is not a deniable ledger, or has a schema
-            version this code does not know.
+            version this code does not read. A ledger that fails verification still opens;
+            see :attr:`tampered` and :meth:`verify`.
 
     Examples:
         >>> import os, tempfile
@@ -211,11 +351,23 @@ class Ledger:
         Fraction(3, 4)
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        timeout: float = 30.0,
+        anchor: str | os.PathLike[str] | None = None,
+    ) -> None:
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
             raise InvalidParameter("timeout must be a positive number of seconds")
         self._path = os.fspath(path)
+        self._anchor_path = self._path + ".anchor" if anchor is None else os.fspath(anchor)
+        self._timeout = float(timeout)
         self._lock = threading.RLock()
+        self._flock: FileLock | None = None
+        self._ledger_id = ""
+        self._report: LedgerReport | None = None
+        self._seen: tuple[int, str | None] | None = None
         try:
             conn = sqlite3.connect(
                 self._path, timeout=float(timeout), isolation_level=None, check_same_thread=False
@@ -225,9 +377,9 @@ class Ledger:
         self._conn: sqlite3.Connection | None = conn
         try:
             self._configure(conn, deadline=time.monotonic() + float(timeout))
+            self._inspect()
         except BaseException as e:
-            conn.close()
-            self._conn = None
+            self.close()
             if isinstance(e, sqlite3.Error):
                 raise LedgerError(f"cannot open the ledger at {self._path!r}") from e
             raise
@@ -248,7 +400,10 @@ class Ledger:
                     raise LedgerError(f"the ledger at {self._path!r} cannot use WAL journaling")
                 conn.execute("PRAGMA synchronous=FULL")
                 conn.execute("PRAGMA foreign_keys=ON")
-                self._ensure_schema()
+                if self._flock is None:
+                    self._flock = FileLock(self._anchor_path + ".lock")
+                with self._flock.hold(deadline):
+                    self._ensure_schema()
                 return
             except (sqlite3.Error, LedgerError) as e:
                 cause = e if isinstance(e, sqlite3.Error) else e.__cause__
@@ -268,12 +423,30 @@ class Ledger:
         """The ledger's file path."""
         return self._path
 
+    @property
+    def anchor_path(self) -> str:
+        """The anchor file's path."""
+        return self._anchor_path
+
+    @property
+    def ledger_id(self) -> str:
+        """The ledger's random identity (hex, 128 bits), made when the file was created."""
+        return self._ledger_id
+
+    @property
+    def tampered(self) -> bool:
+        """Whether the last verification found problems (then writes are refused)."""
+        return self._report is not None and not self._report.ok
+
     def close(self) -> None:
         """Close the connection; committed charges are already durable."""
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+            if self._flock is not None:
+                self._flock.close()
+                self._flock = None
 
     def __enter__(self) -> Ledger:
         return self
@@ -316,13 +489,15 @@ class Ledger:
                 raise LedgerError("cannot commit to the ledger; the change was not recorded") from e
 
     def _ensure_schema(self) -> None:
-        # An existing ledger is checked under a read transaction (no write lock needed, so
-        # opening never waits for a writer); a new one is created under the write lock,
-        # where a process that lost the race to create it finds the finished schema.
+        # Runs under the writers' lock. An existing ledger is checked under a read
+        # transaction; a new one is created under the write lock, with its first chain entry
+        # and (when no anchor exists yet) its anchor, so no other opener ever sees a ledger
+        # without an anchor.
         with self._transaction(write=False) as conn:
             exists = conn.execute(
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
             ).fetchone()
+        created: _Write | None = None
         with self._transaction(write=exists is None) as conn:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
             if "meta" not in tables:
@@ -330,18 +505,342 @@ class Ledger:
                     raise LedgerError(f"{self._path!r} is an SQLite file but not a ledger")
                 for statement in _SCHEMA:
                     conn.execute(statement)
-                conn.execute(
-                    "INSERT INTO meta (key, value) VALUES ('schema_version', ?)",
-                    (str(SCHEMA_VERSION),),
+                ledger_id = secrets.token_hex(16)
+                conn.executemany(
+                    "INSERT INTO meta (key, value) VALUES (?, ?)",
+                    [("schema_version", str(SCHEMA_VERSION)), ("ledger_id", ledger_id)],
                 )
-                return
-            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            if row is None or row[0] != str(SCHEMA_VERSION):
-                found = "none" if row is None else row[0]
-                raise LedgerError(
-                    f"ledger schema version {found} at {self._path!r} is not supported "
-                    f"(this deniable reads version {SCHEMA_VERSION})"
+                created = _Write(conn, 0, GENESIS)
+                created.append(
+                    "create",
+                    {"ledger_id": ledger_id, "schema_version": SCHEMA_VERSION, "time": _now()},
                 )
+                self._ledger_id = ledger_id
+            else:
+                row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+                if row is None or row[0] != str(SCHEMA_VERSION):
+                    found = "none" if row is None else row[0]
+                    hint = (
+                        " It predates the tamper-evident ledger and is not converted silently; "
+                        "nothing was changed. Keep it as the record of what was spent, open it "
+                        "with the deniable release that wrote it to read each dataset's "
+                        "remaining budget, and register each dataset in a new ledger (another "
+                        "path) with that remaining budget as its cap."
+                        if found == "1"
+                        else ""
+                    )
+                    raise LedgerError(
+                        f"ledger schema version {found} at {self._path!r} is not supported "
+                        f"(this deniable reads version {SCHEMA_VERSION}).{hint}"
+                    )
+                ident = conn.execute("SELECT value FROM meta WHERE key = 'ledger_id'").fetchone()
+                self._ledger_id = "" if ident is None else str(ident[0])
+        if created is not None:
+            with suppress(AnchorUnreadable):
+                if read_anchor(self._anchor_path) is None:
+                    self._write_anchor(created, {})
+
+    # -- verification ---------------------------------------------------------------------
+
+    def _inspect(self) -> LedgerReport:
+        """Verify the database against its chain and its anchor; remember the verdict.
+
+        The anchor is read under the writers' lock together with the start of a read
+        snapshot, so a concurrent writer can never make the anchor look ahead of the
+        database; the (linear) replay then runs on the snapshot without holding the lock.
+        """
+        with self._lock:
+            conn = self._conn
+            if conn is None or self._flock is None:
+                raise LedgerError("the ledger is closed")
+            self._flock.acquire(time.monotonic() + self._timeout)
+            try:
+                anchor, unreadable = self._load_anchor()
+                try:
+                    conn.execute("BEGIN")
+                    conn.execute("SELECT COUNT(*) FROM chain").fetchone()
+                except sqlite3.Error as e:
+                    with suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                    raise LedgerError("cannot read the ledger") from e
+            finally:
+                self._flock.release()
+            try:
+                report = _audit(conn, anchor, unreadable, anchor_path=self._anchor_path)
+            except sqlite3.Error as e:
+                raise LedgerError("cannot read the ledger") from e
+            finally:
+                with suppress(sqlite3.Error):
+                    conn.execute("COMMIT")
+            self._report = report
+            self._seen = (report.seq, _anchor_key(anchor, unreadable))
+            return report
+
+    def _load_anchor(self) -> tuple[Anchor | None, str | None]:
+        try:
+            return read_anchor(self._anchor_path), None
+        except AnchorUnreadable as e:
+            return None, str(e)
+
+    def verify(self) -> LedgerReport:
+        """Check the whole ledger now: chain, tables and anchor. Reading only; no loss.
+
+        Returns:
+            A :class:`~deniable.ledger.integrity.LedgerReport`; ``ok`` is False when the
+            ledger was deleted and recreated, replaced by an older copy or a copy without its
+            ``-wal``, replaced by another ledger, or edited by hand. The verdict also decides
+            whether writes are refused from now on.
+
+        Raises:
+            LedgerError: the database cannot be read.
+        """
+        return self._inspect()
+
+    def _tampered_error(self) -> LedgerTampered:
+        report = self._report
+        problems = () if report is None else report.problems
+        first = problems[0] if problems else "verification failed"
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        return LedgerTampered(
+            f"the ledger at {self._path!r} failed verification: {first}{more}. Nothing can be "
+            "charged, registered or granted until a curator inspects it with `deniable ledger "
+            "verify` and acknowledges it (Ledger.acknowledge(curator=..., reason=...)), which "
+            "records what happened and keeps every budget already spent as spent",
+            problems=problems,
+        )
+
+    def _require_trusted(self) -> None:
+        """Refuse when tampered, re-verifying first if the chain or anchor changed since."""
+        if not self.tampered:
+            return
+        conn = self._conn
+        if conn is None:
+            raise LedgerError("the ledger is closed")
+        try:
+            row = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM chain").fetchone()
+        except sqlite3.Error as e:
+            raise LedgerError("cannot read the ledger") from e
+        anchor, unreadable = self._load_anchor()
+        if self._seen != (int(row[0]), _anchor_key(anchor, unreadable)):
+            self._inspect()  # e.g. another process's curator acknowledged it meanwhile
+        if self.tampered:
+            raise self._tampered_error()
+
+    @contextmanager
+    def _write(self, mode: _WriteMode) -> Iterator[_Write]:
+        """A write transaction that appends to the chain and then re-anchors.
+
+        ``trusted`` refuses on a tampered ledger and checks the anchor against the database
+        under the writers' lock before anything is written (a rollback done while this
+        process ran is caught here); ``lenient`` (storing answers, revoking tokens: nothing
+        that gives budget back) proceeds on a tampered ledger but leaves its anchor alone;
+        ``acknowledge`` re-anchors unconditionally.
+        """
+        with self._lock:
+            if mode == "trusted":
+                self._require_trusted()
+            if self._flock is None:
+                raise LedgerError("the ledger is closed")
+            self._flock.acquire(time.monotonic() + self._timeout)
+            try:
+                anchor_state: tuple[_Write, dict[str, dict[str, str]]] | None = None
+                with self._transaction(write=True) as conn:
+                    row = conn.execute(
+                        "SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1"
+                    ).fetchone()
+                    w = _Write(conn, int(row[0]), str(row[1])) if row else _Write(conn, 0, GENESIS)
+                    anchor, unreadable = self._load_anchor()
+                    w.previous = anchor
+                    if mode != "acknowledge" and not self.tampered:
+                        problem = self._live_check(w, anchor, unreadable)
+                        if problem is not None:
+                            self._report = LedgerReport(
+                                ok=False,
+                                problems=(problem,),
+                                seq=w.seq,
+                                head=w.head,
+                                anchor_seq=None if anchor is None else anchor.seq,
+                                ledger_id=self._ledger_id,
+                            )
+                            self._seen = (w.seq, _anchor_key(anchor, unreadable))
+                            if mode == "trusted":
+                                raise self._tampered_error()
+                    yield w
+                    if w.seq > w.start and (mode == "acknowledge" or not self.tampered):
+                        anchor_state = (w, self._anchor_spent(w))
+                if anchor_state is not None:
+                    self._write_anchor(*anchor_state)
+            finally:
+                self._flock.release()
+
+    def _live_check(self, w: _Write, anchor: Anchor | None, unreadable: str | None) -> str | None:
+        """The anchor must name this ledger at an entry the database has, with its hash."""
+        if unreadable is not None:
+            return unreadable
+        if anchor is None:
+            return f"the anchor file {self._anchor_path!r} disappeared while the ledger was in use"
+        if anchor.ledger_id != self._ledger_id:
+            return "the anchor file now belongs to another ledger"
+        if anchor.seq > w.seq:
+            return (
+                f"the database has {w.seq} entries but its anchor records {anchor.seq}: the "
+                "database was replaced by an older copy while in use"
+            )
+        head: str | None = w.head
+        if anchor.seq != w.seq:
+            row = w.conn.execute("SELECT hash FROM chain WHERE seq = ?", (anchor.seq,)).fetchone()
+            head = None if row is None else str(row[0])
+        if head != anchor.head:
+            return f"entry {anchor.seq} has another hash than the anchor records"
+        return None
+
+    def _anchor_spent(self, w: _Write) -> dict[str, dict[str, str]]:
+        """Spent totals for the anchor: the previous anchor's, updated by this transaction.
+
+        The previous anchor is reused only when it describes exactly the entry this
+        transaction started from; otherwise (after a crash between a commit and its anchor,
+        or after an acknowledgement) every dataset's total is recomputed from the rows.
+        """
+        prev = w.previous
+        if (
+            w.recompute_all
+            or prev is None
+            or prev.ledger_id != self._ledger_id
+            or prev.seq != w.start
+        ):
+            return _all_spent(w.conn)
+        spent = dict(prev.spent)
+        for dataset, loss in w.spent.items():
+            spent[dataset] = _loss_json(loss)
+        return spent
+
+    def _write_anchor(self, w: _Write, spent: dict[str, dict[str, str]]) -> None:
+        write_anchor(
+            self._anchor_path,
+            Anchor(ledger_id=self._ledger_id, seq=w.seq, head=w.head, spent=spent),
+        )
+
+    def acknowledge(self, *, curator: str, reason: str) -> None:
+        """Record a curator's acknowledgement of what verification found, and re-anchor.
+
+        Budget is never given back: for every dataset whose spent total in the anchor file
+        exceeds the database's (a rollback lost charges), a charge for the difference is
+        appended first, by analyst ``"(lost by rollback)"``. Then the acknowledgement (with
+        the problems found and the old anchor) is appended to the chain, the anchor is
+        rewritten for this database and writes are allowed again. No privacy loss of its own.
+
+        Raises:
+            InvalidParameter: empty curator or reason.
+            LedgerError: storage failure (nothing recorded).
+        """
+        _check_name(curator, "curator")
+        _check_name(reason, "reason")
+        with self._write("acknowledge") as w:
+            conn = w.conn
+            anchor, unreadable = self._load_anchor()
+            report = _audit(conn, anchor, unreadable, anchor_path=self._anchor_path)
+            now = _now()
+            if anchor is not None:
+                for dataset, loss_json in sorted(anchor.spent.items()):
+                    lost = _lost(conn, dataset, _loss_from_json(loss_json))
+                    if lost is None:
+                        continue
+                    self._insert_charge(
+                        w,
+                        dataset=dataset,
+                        analyst=LOST_BY_ROLLBACK,
+                        query_key=f"{LOST_BY_ROLLBACK} {anchor.ledger_id}:{anchor.seq}",
+                        query_text="",
+                        loss=lost,
+                        now=now,
+                        details_json=_encode_details(
+                            {
+                                "acknowledged_by": curator,
+                                "anchor_seq": anchor.seq,
+                                "anchor_head": anchor.head,
+                                "anchor_ledger_id": anchor.ledger_id,
+                            }
+                        ),
+                        idempotency_key=None,
+                    )
+            w.append(
+                "acknowledge",
+                {
+                    "curator": curator,
+                    "reason": reason,
+                    "problems": list(report.problems),
+                    "anchor": None
+                    if anchor is None
+                    else {"ledger_id": anchor.ledger_id, "seq": anchor.seq, "head": anchor.head},
+                    "time": now,
+                },
+            )
+            w.recompute_all = True
+        self._inspect()
+
+    # -- backup ---------------------------------------------------------------------------
+
+    def backup(self, dest: str | os.PathLike[str]) -> LedgerReport:
+        """Write a consistent copy of this verified ledger to ``dest`` (replaced atomically).
+
+        Uses SQLite's online backup API, which copies one snapshot including what is still in
+        the ``-wal`` file; other processes may keep writing meanwhile. A plain copy of the
+        database file is wrong (see the module docstring). The copy is a single file in
+        rollback-journal mode with no anchor: opening it as a ledger reports the missing
+        anchor (it is a fork of this ledger that could spend the budget again) until a curator
+        acknowledges it; restoring it over this ledger is reported as a rollback.
+
+        Returns:
+            The report of the copy's own chain (``anchor_seq`` None).
+
+        Raises:
+            LedgerTampered: this ledger fails verification (nothing was written).
+            InvalidParameter: ``dest`` is the ledger itself or one of its files.
+            LedgerError: the copy failed.
+        """
+        target = os.path.abspath(os.fspath(dest))
+        own = {os.path.abspath(p) for p in self._own_files()}
+        if target in own:
+            raise InvalidParameter("the backup must go to another file than the ledger's own")
+        report = self.verify()
+        if not report.ok:
+            raise self._tampered_error()
+        tmp = f"{target}.tmp-{secrets.token_hex(4)}"
+        try:
+            copy = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                with self._lock:
+                    if self._conn is None:
+                        raise LedgerError("the ledger is closed")
+                    self._conn.backup(copy)
+                copy.execute("PRAGMA journal_mode=DELETE")
+                copy.execute("BEGIN")
+                try:
+                    result = _audit(copy, None, None, anchor_path=None)
+                finally:
+                    copy.execute("COMMIT")
+            finally:
+                copy.close()
+            fd = os.open(tmp, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, target)
+            dir_fd = os.open(os.path.dirname(target), os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        except (OSError, sqlite3.Error) as e:
+            with suppress(OSError):
+                os.unlink(tmp)
+            raise LedgerError(f"cannot write the backup to {target!r}") from e
+        return result
+
+    def _own_files(self) -> tuple[str, ...]:
+        base = (self._path, self._path + "-wal", self._path + "-shm")
+        return (*base, self._anchor_path, self._anchor_path + ".lock", self._anchor_path + ".tmp")
 
     # -- curator --------------------------------------------------------------------------
 
@@ -356,11 +855,13 @@ class Ledger:
         Raises:
             CapConflict: the dataset has a different cap and ``allow_change`` is False.
             InvalidParameter: malformed arguments, or a change that would un-spend budget.
+            LedgerTampered: the ledger failed verification.
             LedgerError: storage failure.
         """
         _check_name(dataset, "dataset")
         _check_loss(cap, "cap")
-        with self._transaction(write=True) as conn:
+        with self._write("trusted") as w:
+            conn = w.conn
             now = _now()
             row = conn.execute(
                 "SELECT loss_type, epsilon, delta, rho FROM datasets WHERE name = ?", (dataset,)
@@ -371,7 +872,8 @@ class Ledger:
                     "VALUES (?, ?, ?, ?, ?, ?)",
                     (dataset, *_encode(cap), now),
                 )
-                _record_event(conn, dataset, "register", None, cap, None, now)
+                _record_event(w, dataset, "register", None, cap, None, now)
+                w.spent[dataset] = _spent(conn, dataset, cap, analyst=None)
                 return
             old = _decode(row)
             if old == cap:
@@ -401,7 +903,8 @@ class Ledger:
                 "UPDATE datasets SET loss_type = ?, epsilon = ?, delta = ?, rho = ? WHERE name = ?",
                 (*_encode(cap), dataset),
             )
-            _record_event(conn, dataset, "change_cap", None, cap, old, now)
+            _record_event(w, dataset, "change_cap", None, cap, old, now)
+            w.spent[dataset] = _spent(conn, dataset, cap, analyst=None)
 
     def set_allowance(self, dataset: str, analyst: str, cap: PrivacyLoss) -> None:
         """Give ``analyst`` a slice ``cap`` of ``dataset``'s budget (replacing any previous one).
@@ -413,12 +916,14 @@ class Ledger:
         Raises:
             UnknownDataset: the dataset is not registered.
             InvalidParameter: the slice is of another kind or does not fit inside the cap.
+            LedgerTampered: the ledger failed verification.
             LedgerError: storage failure.
         """
         _check_name(dataset, "dataset")
         _check_name(analyst, "analyst")
         _check_loss(cap, "cap")
-        with self._transaction(write=True) as conn:
+        with self._write("trusted") as w:
+            conn = w.conn
             total = _cap(conn, dataset)
             if not _within(cap, total):
                 raise InvalidParameter(
@@ -441,7 +946,106 @@ class Ledger:
                 "delta = excluded.delta, rho = excluded.rho, set_at = excluded.set_at",
                 (dataset, analyst, *_encode(cap), now),
             )
-            _record_event(conn, dataset, "set_allowance", analyst, cap, previous, now)
+            _record_event(w, dataset, "set_allowance", analyst, cap, previous, now)
+
+    # -- analysts -------------------------------------------------------------------------
+
+    def add_analyst(self, name: str, *, role: Role) -> str:
+        """Make a bearer token for a new analyst and return it; it is never shown again.
+
+        Only ``sha256(token)`` is stored. No privacy loss (no data is read).
+
+        Raises:
+            InvalidParameter: empty name, unknown role, or an active analyst of that name.
+            LedgerTampered: the ledger failed verification.
+            LedgerError: storage failure.
+        """
+        _check_name(name, "name")
+        if role not in ROLES:
+            raise InvalidParameter("role must be 'curator' or 'analyst'")
+        token = new_token()
+        digest = token_digest(token)
+        with self._write("trusted") as w:
+            active = w.conn.execute(
+                "SELECT 1 FROM analysts WHERE name = ? AND revoked_at IS NULL", (name,)
+            ).fetchone()
+            if active is not None:
+                raise InvalidParameter(
+                    f"analyst {name!r} already has an active token; revoke it first"
+                )
+            now = _now()
+            cursor = w.conn.execute(
+                "INSERT INTO analysts (name, role, digest, created) VALUES (?, ?, ?, ?)",
+                (name, role, digest, now),
+            )
+            w.append(
+                "add_analyst",
+                {
+                    "id": cursor.lastrowid,
+                    "name": name,
+                    "role": role,
+                    "digest": digest,
+                    "created": now,
+                },
+            )
+        return token
+
+    def revoke_analyst(self, name: str) -> None:
+        """Revoke ``name``'s active token; it no longer authenticates. Allowed when tampered.
+
+        Raises:
+            InvalidParameter: no active analyst of that name.
+            LedgerError: storage failure.
+        """
+        _check_name(name, "name")
+        with self._write("lenient") as w:
+            row = w.conn.execute(
+                "SELECT id FROM analysts WHERE name = ? AND revoked_at IS NULL", (name,)
+            ).fetchone()
+            if row is None:
+                raise InvalidParameter(f"there is no active analyst named {name!r}")
+            now = _now()
+            w.conn.execute("UPDATE analysts SET revoked_at = ? WHERE id = ?", (now, row[0]))
+            w.append("revoke_analyst", {"id": row[0], "time": now})
+
+    def authenticate(self, token: str) -> Principal | None:
+        """Return who ``token`` belongs to, or None (unknown, malformed or revoked).
+
+        The presented token is hashed and compared with every active digest by
+        :func:`hmac.compare_digest`, so the time taken does not depend on how much of a
+        guess is right.
+        """
+        if not isinstance(token, str) or not token:
+            return None
+        try:
+            digest = token_digest(token)
+        except UnicodeEncodeError:
+            return None
+        with self._transaction(write=False) as conn:
+            rows = conn.execute(
+                "SELECT name, role, digest FROM analysts WHERE revoked_at IS NULL"
+            ).fetchall()
+        found: Principal | None = None
+        for name, role, stored in rows:
+            if hmac.compare_digest(str(stored), digest) and found is None:
+                found = Principal(name=name, role=role)
+        return found
+
+    def analysts(self) -> list[AnalystInfo]:
+        """Every analyst ever added, in order (never their token digests)."""
+        with self._transaction(write=False) as conn:
+            rows = conn.execute(
+                "SELECT name, role, created, revoked_at FROM analysts ORDER BY id"
+            ).fetchall()
+        return [
+            AnalystInfo(
+                name=r[0],
+                role=r[1],
+                created=datetime.fromisoformat(r[2]),
+                revoked_at=None if r[3] is None else datetime.fromisoformat(r[3]),
+            )
+            for r in rows
+        ]
 
     # -- charging -------------------------------------------------------------------------
 
@@ -454,25 +1058,33 @@ class Ledger:
         query_key: str,
         query_text: str,
         details: Mapping[str, object] | None = None,
+        idempotency_key: str | None = None,
     ) -> Charge:
         """Admit and durably record a release of privacy loss ``loss`` on ``dataset``.
 
         In one ``BEGIN IMMEDIATE`` transaction: read the cap and the exact spent total (and the
         analyst's slice, if any), ask :class:`~deniable.accounting.filter.BudgetFilter` to
-        admit ``loss``, insert the charge, commit. Returns only after the commit, so the caller
-        may compute and release the answer once this returns — never before. ``details`` and
-        ``query_text`` are stored as given: put public metadata there, never data values.
+        admit ``loss``, insert the charge and its chain entry, commit; then re-anchor. Returns
+        only after both, so the caller may compute and release the answer once this returns —
+        never before. ``details`` and ``query_text`` are stored as given: put public metadata
+        there, never data values.
 
         The row keeps ``loss`` as given (the fact); totals count it as the filter does, in the
         cap's kind (pure ε into an ``(ε, δ)`` cap as ``(ε, 0)``, into a ρ cap as ``ε²/2``).
 
+        ``idempotency_key`` makes retries safe: a second charge with the same dataset, analyst
+        and key writes nothing and raises :class:`~deniable.errors.DuplicateRequest` naming
+        the first charge (use :meth:`answer_for` to return its stored answer).
+
         Raises:
+            DuplicateRequest: this (dataset, analyst, idempotency_key) was already charged.
             BudgetExceeded: ``loss`` does not fit what is left (its ``remaining`` says what
                 is); nothing was written.
             UnknownDataset: the dataset is not registered.
             InvalidParameter: malformed arguments, or a loss the cap's kind cannot express
                 (e.g. ρ against an ``(ε, δ)`` cap); checked before anything is written.
-            LedgerError: storage failure; nothing was recorded, so nothing may be released.
+            LedgerTampered: the ledger failed verification; nothing was written.
+            LedgerError: storage failure; nothing may be released.
         """
         _check_name(dataset, "dataset")
         _check_name(analyst, "analyst")
@@ -481,8 +1093,21 @@ class Ledger:
             raise InvalidParameter("query_key must be a non-empty string")
         if not isinstance(query_text, str):
             raise InvalidParameter("query_text must be a string")
+        if idempotency_key is not None and (
+            not isinstance(idempotency_key, str) or not idempotency_key
+        ):
+            raise InvalidParameter("idempotency_key must be a non-empty string or None")
         details_json = _encode_details(details)
-        with self._transaction(write=True) as conn:
+        with self._write("trusted") as w:
+            conn = w.conn
+            if idempotency_key is not None:
+                row = conn.execute(
+                    "SELECT id FROM charges WHERE dataset = ? AND analyst = ? "
+                    "AND idempotency_key = ?",
+                    (dataset, analyst, idempotency_key),
+                ).fetchone()
+                if row is not None:
+                    raise DuplicateRequest(int(row[0]))
             cap = _cap(conn, dataset)
             budget = BudgetFilter(cap, spent=_spent(conn, dataset, cap, analyst=None))
             allowance = _allowance(conn, dataset, analyst)
@@ -503,15 +1128,18 @@ class Ledger:
                 _admit(mine, loss, f"analyst {analyst!r}'s allowance on dataset {dataset!r}")
                 _admit(budget, loss, f"dataset {dataset!r}")
             now = _now()
-            cursor = conn.execute(
-                "INSERT INTO charges (dataset, analyst, query_key, query_text, loss_type, "
-                "epsilon, delta, rho, time, details, status) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'charged')",
-                (dataset, analyst, query_key, query_text, *_encode(loss), now, details_json),
+            charge_id = self._insert_charge(
+                w,
+                dataset=dataset,
+                analyst=analyst,
+                query_key=query_key,
+                query_text=query_text,
+                loss=loss,
+                now=now,
+                details_json=details_json,
+                idempotency_key=idempotency_key,
             )
-            charge_id = cursor.lastrowid
-            if charge_id is None:  # pragma: no cover - sqlite3 always sets it after INSERT
-                raise LedgerError("the ledger did not return the new charge's id")
+            w.spent[dataset] = budget.spent
         return Charge(
             id=charge_id,
             dataset=dataset,
@@ -522,7 +1150,55 @@ class Ledger:
             time=datetime.fromisoformat(now),
             details=_decode_details(details_json),
             status="charged",
+            idempotency_key=idempotency_key,
         )
+
+    @staticmethod
+    def _insert_charge(
+        w: _Write,
+        *,
+        dataset: str,
+        analyst: str,
+        query_key: str,
+        query_text: str,
+        loss: PrivacyLoss,
+        now: str,
+        details_json: str,
+        idempotency_key: str | None,
+    ) -> int:
+        cursor = w.conn.execute(
+            "INSERT INTO charges (dataset, analyst, query_key, query_text, loss_type, "
+            "epsilon, delta, rho, time, details, status, idempotency_key) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'charged', ?)",
+            (
+                dataset,
+                analyst,
+                query_key,
+                query_text,
+                *_encode(loss),
+                now,
+                details_json,
+                idempotency_key,
+            ),
+        )
+        charge_id = cursor.lastrowid
+        if charge_id is None:  # pragma: no cover - sqlite3 always sets it after INSERT
+            raise LedgerError("the ledger did not return the new charge's id")
+        w.append(
+            "charge",
+            {
+                "id": charge_id,
+                "dataset": dataset,
+                "analyst": analyst,
+                "query_key": query_key,
+                "query_text": query_text,
+                "loss": list(_encode(loss)),
+                "time": now,
+                "details": details_json,
+                "idempotency_key": idempotency_key,
+            },
+        )
+        return charge_id
 
     # -- answer cache ---------------------------------------------------------------------
 
@@ -530,7 +1206,8 @@ class Ledger:
         """Store the released answer of charge ``charge_id`` so an identical query reuses it.
 
         Storing the same bytes twice is a no-op; a different payload for a charge that
-        already has one is refused (a released answer never changes).
+        already has one is refused (a released answer never changes). The chain records the
+        answer's SHA-256.
 
         Raises:
             InvalidParameter: no such charge, or a payload that is not bytes.
@@ -541,7 +1218,8 @@ class Ledger:
         if not isinstance(payload, bytes | bytearray | memoryview):
             raise InvalidParameter("payload must be bytes")
         data = bytes(payload)
-        with self._transaction(write=True) as conn:
+        with self._write("lenient") as w:
+            conn = w.conn
             row = conn.execute(
                 "SELECT dataset, query_key FROM charges WHERE id = ?", (charge_id,)
             ).fetchone()
@@ -554,12 +1232,27 @@ class Ledger:
                 if bytes(stored[0]) == data:
                     return
                 raise LedgerError(f"charge {charge_id} already has a different stored answer")
+            now = _now()
             conn.execute(
                 "INSERT INTO answers (charge_id, dataset, query_key, payload, time) "
                 "VALUES (?, ?, ?, ?, ?)",
-                (charge_id, row[0], row[1], data, _now()),
+                (charge_id, row[0], row[1], data, now),
             )
             conn.execute("UPDATE charges SET status = 'answered' WHERE id = ?", (charge_id,))
+            w.append(
+                "answer",
+                {"charge_id": charge_id, "sha256": hashlib.sha256(data).hexdigest(), "time": now},
+            )
+
+    def answer_for(self, charge_id: int) -> bytes | None:
+        """Return the stored answer of charge ``charge_id``, or None when none was stored."""
+        if isinstance(charge_id, bool) or not isinstance(charge_id, int):
+            raise InvalidParameter("charge_id must be the integer id of a Charge")
+        with self._transaction(write=False) as conn:
+            row = conn.execute(
+                "SELECT payload FROM answers WHERE charge_id = ?", (charge_id,)
+            ).fetchone()
+        return None if row is None else bytes(row[0])
 
     def cached_answer(self, dataset: str, query_key: str) -> bytes | None:
         """Return the stored answer of the latest answered charge with this key, or None.
@@ -622,15 +1315,17 @@ class Ledger:
             mine = BudgetFilter(allowance, spent=_spent(conn, dataset, cap, analyst=analyst))
             return _meet(left, mine.remaining)
 
-    def history(self, dataset: str) -> list[Charge]:
-        """Return every charge on ``dataset`` in commit order."""
+    def history(self, dataset: str, *, analyst: str | None = None) -> list[Charge]:
+        """Return every charge on ``dataset`` (by ``analyst`` only, if given) in commit order."""
         _check_name(dataset, "dataset")
+        where, args = "dataset = ?", [dataset]
+        if analyst is not None:
+            _check_name(analyst, "analyst")
+            where, args = where + " AND analyst = ?", [dataset, analyst]
         with self._transaction(write=False) as conn:
             _cap(conn, dataset)
             rows = conn.execute(
-                "SELECT id, dataset, analyst, query_key, query_text, loss_type, epsilon, delta, "
-                "rho, time, details, status FROM charges WHERE dataset = ? ORDER BY id",
-                (dataset,),
+                f"SELECT {_CHARGE_COLUMNS} FROM charges WHERE {where} ORDER BY id", args
             ).fetchall()
         return [
             Charge(
@@ -643,6 +1338,7 @@ class Ledger:
                 time=datetime.fromisoformat(r[9]),
                 details=_decode_details(r[10]),
                 status=r[11],
+                idempotency_key=r[12],
             )
             for r in rows
         ]
@@ -669,6 +1365,332 @@ class Ledger:
             )
             for r in rows
         ]
+
+
+# -- verification (run inside a read transaction) -------------------------------------------
+
+
+def _anchor_key(anchor: Anchor | None, unreadable: str | None) -> str | None:
+    if anchor is not None:
+        return f"{anchor.ledger_id}:{anchor.seq}:{anchor.head}"
+    return unreadable
+
+
+class _Replay:
+    """The tables' rows as the chain says they must be."""
+
+    def __init__(self) -> None:
+        self.ledger_id: str | None = None
+        self.datasets: dict[object, tuple[object, ...]] = {}
+        self.allowances: dict[object, tuple[object, ...]] = {}
+        self.events: dict[object, tuple[object, ...]] = {}
+        self.charges: dict[object, tuple[object, ...]] = {}
+        self.answers: dict[object, tuple[object, ...]] = {}
+        self.analysts: dict[object, tuple[object, ...]] = {}
+
+    def apply(self, seq: int, op: str, d: dict[str, object]) -> None:
+        if d.get("op") != op:
+            raise ValueError("op")
+        if op == "create":
+            if seq != 1:
+                raise ValueError("create")
+            self.ledger_id = str(d["ledger_id"])
+            return
+        if seq == 1:
+            raise ValueError("first")
+        if op in ("register", "change_cap", "set_allowance"):
+            loss: tuple[object, ...] = tuple(d["loss"])  # type: ignore[arg-type]
+            name = d["dataset"]
+            self.events[d["event_id"]] = (
+                d["event_id"],
+                name,
+                op,
+                d["analyst"],
+                *loss,
+                d["previous"],
+                d["time"],
+            )
+            if op == "register":
+                self.datasets[name] = (name, *loss, d["time"])
+            elif op == "change_cap":
+                self.datasets[name] = (name, *loss, self.datasets[name][5])
+            else:
+                key = (name, d["analyst"])
+                self.allowances[key] = (*key, *loss, d["time"])
+        elif op == "charge":
+            loss = tuple(d["loss"])  # type: ignore[arg-type]
+            self.charges[d["id"]] = (
+                d["id"],
+                d["dataset"],
+                d["analyst"],
+                d["query_key"],
+                d["query_text"],
+                *loss,
+                d["time"],
+                d["details"],
+                "charged",
+                d["idempotency_key"],
+            )
+        elif op == "answer":
+            c = self.charges[d["charge_id"]]
+            self.charges[d["charge_id"]] = (*c[:11], "answered", c[12])
+            self.answers[d["charge_id"]] = (d["charge_id"], c[1], c[3], d["sha256"], d["time"])
+        elif op == "add_analyst":
+            self.analysts[d["id"]] = (
+                d["id"],
+                d["name"],
+                d["role"],
+                d["digest"],
+                d["created"],
+                None,
+            )
+        elif op == "revoke_analyst":
+            a = self.analysts[d["id"]]
+            self.analysts[d["id"]] = (*a[:5], d["time"])
+        elif op != "acknowledge":
+            raise ValueError(op)
+
+
+def _compare(
+    table: str,
+    expected: dict[object, tuple[object, ...]],
+    actual: dict[object, tuple[object, ...]],
+    problems: list[str],
+) -> None:
+    if expected == actual:
+        return
+
+    def show(keys: list[object]) -> str:
+        shown = ", ".join(str(k) for k in keys[:5])
+        return shown + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
+
+    edited = [k for k in expected if k in actual and expected[k] != actual[k]]
+    missing = [k for k in expected if k not in actual]
+    extra = [k for k in actual if k not in expected]
+    if edited:
+        problems.append(
+            f"table {table}: row(s) {show(edited)} differ from what the chain recorded: the "
+            "database was edited by hand"
+        )
+    if missing:
+        problems.append(
+            f"table {table}: row(s) {show(missing)} recorded in the chain are missing: rows "
+            "were deleted"
+        )
+    if extra:
+        problems.append(
+            f"table {table}: row(s) {show(extra)} are not in the chain: rows were added "
+            "outside the ledger"
+        )
+
+
+def _rows(
+    conn: sqlite3.Connection, sql: str, key: Callable[[tuple[object, ...]], object]
+) -> dict[object, tuple[object, ...]]:
+    return {key(r): tuple(r) for r in conn.execute(sql)}
+
+
+def _audit(
+    conn: sqlite3.Connection,
+    anchor: Anchor | None,
+    unreadable: str | None,
+    *,
+    anchor_path: str | None,
+) -> LedgerReport:
+    """Replay the chain, compare every table with it, and compare the anchor with the chain.
+
+    ``anchor_path`` None means no anchor is expected (a backup copy).
+    """
+    problems: list[str] = []
+    meta = {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
+    ledger_id = meta.get("ledger_id", "")
+    replay = _Replay()
+    hashes: dict[int, str] = {}
+    seq, head = 0, GENESIS
+    intact = True
+    for s, op, payload, digest in conn.execute(
+        "SELECT seq, op, payload, hash FROM chain ORDER BY seq"
+    ):
+        if s != seq + 1:
+            problems.append(f"chain entries {seq + 1} to {s - 1} are missing: entries were deleted")
+            intact = False
+            break
+        if entry_hash(head, s, payload) != digest:
+            problems.append(f"chain entry {s} ({op}) does not match its hash: it was edited")
+            intact = False
+            break
+        try:
+            replay.apply(s, op, json.loads(payload))
+        except (ValueError, KeyError, TypeError, IndexError):
+            problems.append(f"chain entry {s} ({op}) cannot be replayed: it was edited")
+            intact = False
+            break
+        seq, head = s, digest
+        hashes[s] = digest
+    last = conn.execute("SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1").fetchone()
+    db_seq, db_head = (0, GENESIS) if last is None else (int(last[0]), str(last[1]))
+    if intact and seq == 0:
+        problems.append("the chain is empty: the ledger's first entry was deleted")
+        intact = False
+    if intact and replay.ledger_id != ledger_id:
+        problems.append("the ledger's recorded identity differs from its first chain entry")
+    if intact:
+        _compare(
+            "datasets",
+            replay.datasets,
+            _rows(
+                conn,
+                "SELECT name, loss_type, epsilon, delta, rho, registered_at FROM datasets",
+                lambda r: r[0],
+            ),
+            problems,
+        )
+        _compare(
+            "allowances",
+            replay.allowances,
+            _rows(
+                conn,
+                "SELECT dataset, analyst, loss_type, epsilon, delta, rho, set_at FROM allowances",
+                lambda r: (r[0], r[1]),
+            ),
+            problems,
+        )
+        _compare(
+            "curator_events",
+            replay.events,
+            _rows(
+                conn,
+                "SELECT id, dataset, action, analyst, loss_type, epsilon, delta, rho, previous, "
+                "time FROM curator_events",
+                lambda r: r[0],
+            ),
+            problems,
+        )
+        _compare(
+            "charges",
+            replay.charges,
+            _rows(conn, f"SELECT {_CHARGE_COLUMNS} FROM charges", lambda r: r[0]),
+            problems,
+        )
+        answers: dict[object, tuple[object, ...]] = {
+            r[0]: (r[0], r[1], r[2], hashlib.sha256(bytes(r[3])).hexdigest(), r[4])
+            for r in conn.execute(
+                "SELECT charge_id, dataset, query_key, payload, time FROM answers"
+            )
+        }
+        _compare("answers", replay.answers, answers, problems)
+        _compare(
+            "analysts",
+            replay.analysts,
+            _rows(
+                conn,
+                "SELECT id, name, role, digest, created, revoked_at FROM analysts",
+                lambda r: r[0],
+            ),
+            problems,
+        )
+    if anchor_path is not None:
+        if unreadable is not None:
+            problems.append(unreadable)
+        elif anchor is None:
+            if db_seq > 1:
+                problems.append(
+                    f"the anchor file {anchor_path!r} is missing but the ledger has {db_seq} "
+                    "entries: the anchor was deleted, or this database is a copy of a ledger"
+                )
+        elif anchor.ledger_id != ledger_id:
+            if db_seq <= 1:
+                problems.append(
+                    f"the ledger database is new (no entry after its creation) but the anchor "
+                    f"file records {anchor.seq} entries of another ledger: the ledger file "
+                    "was deleted, or replaced by an empty copy (e.g. one taken without its "
+                    "-wal file)"
+                )
+            else:
+                problems.append(
+                    f"the ledger's identity differs from the anchor's: this database is "
+                    f"another ledger file than the one {anchor_path!r} belongs to"
+                )
+        elif anchor.seq > db_seq:
+            problems.append(
+                f"the ledger has {db_seq} entries but its anchor records {anchor.seq}: an older "
+                "copy of the ledger was restored (or a copy made without its -wal file)"
+            )
+        else:
+            at = hashes.get(anchor.seq)
+            if at is None:
+                row = conn.execute("SELECT hash FROM chain WHERE seq = ?", (anchor.seq,)).fetchone()
+                at = None if row is None else str(row[0])
+            if at != anchor.head:
+                problems.append(
+                    f"chain entry {anchor.seq} has another hash than the anchor records: the "
+                    "history was rewritten"
+                )
+    return LedgerReport(
+        ok=not problems,
+        problems=tuple(problems),
+        seq=db_seq,
+        head=db_head,
+        anchor_seq=None if anchor is None else anchor.seq,
+        ledger_id=ledger_id,
+    )
+
+
+def _loss_json(loss: PrivacyLoss) -> dict[str, str]:
+    kind, e, d, r = _encode(loss)
+    out: dict[str, str] = {"type": kind}
+    for name, value in (("epsilon", e), ("delta", d), ("rho", r)):
+        if value is not None:
+            out[name] = value
+    return out
+
+
+def _loss_from_json(data: Mapping[str, str]) -> PrivacyLoss:
+    try:
+        return _decode((data["type"], data.get("epsilon"), data.get("delta"), data.get("rho")))
+    except KeyError as e:
+        raise LedgerError("the anchor file holds a malformed privacy loss") from e
+
+
+def _all_spent(conn: sqlite3.Connection) -> dict[str, dict[str, str]]:
+    """Every dataset's exact spent total (in its cap's kind) as loss JSON."""
+    out: dict[str, dict[str, str]] = {}
+    caps = {
+        r[0]: _decode(r[1:5])
+        for r in conn.execute("SELECT name, loss_type, epsilon, delta, rho FROM datasets")
+    }
+    # Datasets with charges but no registration (budget lost by a rollback, acknowledged on
+    # a database that does not know the dataset yet) count in their first charge's kind.
+    for row in conn.execute(
+        "SELECT dataset, loss_type, epsilon, delta, rho FROM charges WHERE id IN "
+        "(SELECT MIN(id) FROM charges GROUP BY dataset)"
+    ):
+        caps.setdefault(row[0], _decode(row[1:5]))
+    for name, cap in sorted(caps.items()):
+        out[name] = _loss_json(_spent(conn, name, cap, analyst=None))
+    return out
+
+
+def _lost(conn: sqlite3.Connection, dataset: str, anchored: PrivacyLoss) -> PrivacyLoss | None:
+    """What the anchor says was spent on ``dataset`` beyond what the database holds, or None."""
+    row = conn.execute(
+        "SELECT loss_type, epsilon, delta, rho FROM datasets WHERE name = ?", (dataset,)
+    ).fetchone()
+    kind_of = anchored if row is None else _decode(row)
+    try:
+        target = convert(anchored, type(kind_of))
+    except InvalidParameter as e:
+        raise LedgerError(
+            f"dataset {dataset!r}'s cap has another kind than the spent total its anchor "
+            "records; the lost budget cannot be expressed in it"
+        ) from e
+    here = _spent(conn, dataset, kind_of, analyst=None)
+    diff = tuple(
+        max(a - b, Fraction(0)) for a, b in zip(components(target), components(here), strict=True)
+    )
+    if not any(diff):
+        return None
+    return from_components(type(kind_of), diff)
 
 
 # -- helpers (all run inside a transaction) ------------------------------------------------
@@ -811,25 +1833,30 @@ def _admit(budget: BudgetFilter, loss: PrivacyLoss, where: str) -> None:
 
 
 def _record_event(
-    conn: sqlite3.Connection,
+    w: _Write,
     dataset: str,
-    action: str,
+    action: Literal["register", "change_cap", "set_allowance"],
     analyst: str | None,
     loss: PrivacyLoss,
     previous: PrivacyLoss | None,
     now: str,
 ) -> None:
-    conn.execute(
+    prev_text = None if previous is None else json.dumps(list(_encode(previous)))
+    cursor = w.conn.execute(
         "INSERT INTO curator_events (dataset, action, analyst, loss_type, epsilon, delta, rho, "
         "previous, time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            dataset,
-            action,
-            analyst,
-            *_encode(loss),
-            None if previous is None else json.dumps(list(_encode(previous))),
-            now,
-        ),
+        (dataset, action, analyst, *_encode(loss), prev_text, now),
+    )
+    w.append(
+        action,
+        {
+            "event_id": cursor.lastrowid,
+            "dataset": dataset,
+            "analyst": analyst,
+            "loss": list(_encode(loss)),
+            "previous": prev_text,
+            "time": now,
+        },
     )
 
 

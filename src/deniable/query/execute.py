@@ -94,6 +94,7 @@ def execute(
     sample: SampleAccount | None = None,
     joined: Mapping[str, TableBinding] | None = None,
     cache_scope: str | None = None,
+    idempotency_key: str | None = None,
 ) -> Answer:
     """Answer ``program``, charging ``program.loss`` (amplified on a sampled table).
 
@@ -113,6 +114,9 @@ def execute(
         cache_scope: replay only answers stored under this scope (e.g. the analyst's name,
             so that a replay never tells one analyst that another asked the same question);
             ``None`` shares replays across everyone who queries the dataset.
+        idempotency_key: the caller's request key, recorded with the charge: the ledger
+            refuses a second charge with the same key for the same analyst
+            (:class:`~deniable.errors.DuplicateRequest`, nothing written or released).
 
     Raises:
         BudgetExceeded: the cost does not fit what is left (nothing was spent).
@@ -150,6 +154,7 @@ def execute(
                 query_key=query_key,
                 query_text=program.text,
                 details=details,
+                idempotency_key=idempotency_key,
             )
             charge_id = charge.id
     # Only now, after the commit, is anything computed from the data made public.

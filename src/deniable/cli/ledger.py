@@ -1,0 +1,242 @@
+"""``deniable ledger history|verify|backup|acknowledge``: the curator's view of the ledger.
+
+The ledger is the durable record of every privacy charge. It is tamper-evident: each entry is
+chained to the previous one by a hash, and its identity and latest head are kept in an anchor
+file beside it, so deleting it, restoring an older copy or editing it is detected when it is
+opened. ``verify`` explains what was found; ``acknowledge`` is the curator's decision to carry
+on (the budget spent is never given back); ``backup`` makes a consistent copy while the
+service runs (copying the file itself can miss what is still in its ``-wal`` file).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+from rich.table import Table
+
+from deniable.cli.common import (
+    CommandFailed,
+    ExitCode,
+    config_options,
+    console,
+    emit_json,
+    handles_errors,
+    json_option,
+    ledger_location,
+    loss_doc,
+    loss_text,
+    open_ledger,
+    progress,
+)
+from deniable.cli.datasets import dataset_names
+
+if TYPE_CHECKING:
+    from deniable.ledger import Ledger
+
+
+@click.group(name="ledger")
+def command() -> None:
+    """History, verification, backup and acknowledgement of the privacy ledger."""
+
+
+@command.command(name="history")
+@config_options
+@click.option("--dataset", default=None, help="Only this dataset (default: all).")
+@click.option("--analyst", default=None, help="Only this analyst's charges.")
+@json_option
+@handles_errors
+def history(
+    config_path: Path | None,
+    ledger_path: Path | None,
+    dataset: str | None,
+    analyst: str | None,
+    as_json: bool,
+) -> None:
+    """Every charge recorded in the ledger, in commit order."""
+    path = ledger_location(config_path, ledger_path)
+    with open_ledger(path) as ledger:
+        names = [dataset] if dataset is not None else dataset_names(ledger, config_path)
+        charges = [c for name in names for c in ledger.history(name, analyst=analyst)]
+    charges.sort(key=lambda c: c.id)
+    if as_json:
+        emit_json(
+            {
+                "ledger": str(path),
+                "charges": [
+                    {
+                        "id": c.id,
+                        "time": c.time.isoformat(),
+                        "dataset": c.dataset,
+                        "analyst": c.analyst,
+                        "loss": loss_doc(c.loss),
+                        "status": c.status,
+                        "query": c.query_text,
+                    }
+                    for c in charges
+                ],
+            }
+        )
+        return
+    count = f"{len(charges)} charge" + ("" if len(charges) == 1 else "s")
+    table = Table(title=f"ledger {path}: {count}", title_justify="left")
+    for name, justify in (
+        ("id", "right"),
+        ("time (UTC)", "left"),
+        ("dataset", "left"),
+        ("analyst", "left"),
+        ("loss", "left"),
+        ("status", "left"),
+        ("query", "left"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for c in charges:
+        table.add_row(
+            str(c.id),
+            c.time.strftime("%Y-%m-%d %H:%M:%S"),
+            c.dataset,
+            c.analyst,
+            loss_text(c.loss),
+            c.status,
+            c.query_text,
+        )
+    console().print(table)
+
+
+def _report_doc(report: Any, path: Path) -> dict[str, object]:
+    return {
+        "ledger": str(path),
+        "ok": report.ok,
+        "problems": list(report.problems),
+        "seq": report.seq,
+        "head": report.head,
+        "anchor_seq": report.anchor_seq,
+        "ledger_id": report.ledger_id,
+    }
+
+
+ADVICE = (
+    "Nothing is answered from this ledger until a curator acts. Inspect it with "
+    "`deniable ledger history`; if you accept what happened, record it with "
+    "`deniable ledger acknowledge --curator NAME --reason TEXT` (budget already spent is "
+    "never given back); or restore the ledger that matches the anchor."
+)
+
+
+def _print_report(report: Any, path: Path, *, what: str) -> None:
+    out = console()
+    if report.ok:
+        anchored = "no anchor" if report.anchor_seq is None else f"anchored at {report.anchor_seq}"
+        out.print(
+            f"{what} {path}: intact — {report.seq} entries, head {report.head[:16]}…, "
+            f"{anchored}, identity {report.ledger_id}",
+            soft_wrap=True,
+        )
+        return
+    out.print(
+        f"[bold red]{what} {path}: TAMPERED[/] ({report.seq} entries in the database)",
+        soft_wrap=True,
+    )
+    for problem in report.problems:
+        out.print(f"  - {problem}", soft_wrap=True)
+    out.print(ADVICE, soft_wrap=True)
+
+
+@command.command(name="verify")
+@config_options
+@json_option
+@handles_errors
+def verify(config_path: Path | None, ledger_path: Path | None, as_json: bool) -> None:
+    """Check the ledger's hash chain and its anchor; exit 4 when it was tampered with.
+
+    Detects a deleted ledger, an older copy put back in its place, another ledger's file, and
+    any edited or removed entry.
+    """
+    path = ledger_location(config_path, ledger_path)
+    with open_ledger(path) as ledger, progress("verifying the hash chain"):
+        report = ledger.verify()
+    if as_json:
+        emit_json(_report_doc(report, path))
+    else:
+        _print_report(report, path, what="ledger")
+    if not report.ok:
+        raise click.exceptions.Exit(int(ExitCode.LEDGER))
+
+
+@command.command(name="backup")
+@click.argument("dest", type=click.Path(dir_okay=False, path_type=Path))
+@config_options
+@click.option("--force", is_flag=True, default=False, help="Replace DEST if it exists.")
+@json_option
+@handles_errors
+def backup(
+    dest: Path,
+    config_path: Path | None,
+    ledger_path: Path | None,
+    force: bool,
+    as_json: bool,
+) -> None:
+    """Copy the ledger consistently to DEST, even while the service is running.
+
+    Uses SQLite's online backup of a verified ledger. Do not copy the ledger file itself:
+    recent charges may still be in its `-wal` file, so the copy would show less spent than
+    was. Restoring a backup over a ledger that has moved on since is detected as a rollback.
+    """
+    path = ledger_location(config_path, ledger_path)
+    if dest.exists() and not force:
+        raise CommandFailed(
+            f"{str(dest)!r} exists: pass --force to replace it",
+            exit_code=ExitCode.ERROR,
+            code="invalid_parameter",
+        )
+    if dest.resolve() == path.resolve():
+        raise CommandFailed(
+            "the backup must go to another file than the ledger",
+            exit_code=ExitCode.ERROR,
+            code="invalid_parameter",
+        )
+    with open_ledger(path) as ledger, progress(f"copying the ledger to {dest}"):
+        report = ledger.backup(dest)
+    if as_json:
+        emit_json({**_report_doc(report, path), "backup": str(dest)})
+        return
+    console().print(
+        f"backed up ledger {path} (verified) to {dest}: {report.seq} entries, head "
+        f"{report.head[:16]}…, identity {report.ledger_id}. The copy has no anchor: opened as "
+        "a ledger it reports itself as a fork until a curator acknowledges it, and restoring "
+        "it over the ledger is reported as a rollback.",
+        soft_wrap=True,
+    )
+
+
+@command.command(name="acknowledge")
+@config_options
+@click.option("--curator", required=True, help="Who takes the decision (recorded).")
+@click.option("--reason", required=True, help="Why (recorded in the ledger).")
+@json_option
+@handles_errors
+def acknowledge(
+    config_path: Path | None,
+    ledger_path: Path | None,
+    curator: str,
+    reason: str,
+    as_json: bool,
+) -> None:
+    """Accept a tampered ledger's state so that it answers again.
+
+    Records the decision in the ledger and re-anchors it. Budget is never given back: where
+    the anchor shows more spent than the database, the difference is charged again (to
+    "(lost by rollback)").
+    """
+    path = ledger_location(config_path, ledger_path)
+    ledger: Ledger
+    with open_ledger(path) as ledger:
+        ledger.acknowledge(curator=curator, reason=reason)
+        report = ledger.verify()
+    if as_json:
+        emit_json(_report_doc(report, path))
+    else:
+        _print_report(report, path, what="ledger")
+    if not report.ok:
+        raise click.exceptions.Exit(int(ExitCode.LEDGER))

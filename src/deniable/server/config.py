@@ -1,0 +1,492 @@
+"""The service's configuration file (TOML): datasets, their budgets, the ledger, the server.
+
+One file names everything the curator decides before any analyst asks a question::
+
+    ledger = "ledger.db"                  # relative paths are relative to this file
+
+    [server]
+    share_replays = false                 # see ServerSettings.share_replays
+    rate_limit = { per_second = 5, burst = 20 }
+    max_request_bytes = 65536
+    cors_origins = []                     # closed by default
+
+    [datasets.students]
+    source = "students.csv"
+    table = "students"
+    privacy_unit = "student_id"
+    bounds = { grade = [0, 100] }
+    max_groups = 1
+    max_rows = 1
+    public_keys = { school = ["north", "south"] }
+    budget = { epsilon = 1.0 }            # or { epsilon = 1, delta = 1e-6 } or { rho = 0.5 }
+    engine = "duckdb"
+
+    [[datasets.students.public_tables]]
+    name = "schools"
+    source = "schools.csv"
+    unique_key = "school"
+
+    [analysts.ann]
+    allowance = { students = { epsilon = 0.5 } }
+
+Reading the file has no privacy loss and opens nothing (no ledger, no engine, no
+randomness): :func:`load_config` only parses and validates. Every mistake raises
+:class:`ConfigError` naming the key and what to write instead.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from types import MappingProxyType
+from typing import Literal
+
+from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
+from deniable.errors import InvalidParameter
+
+Engine = Literal["duckdb"]
+ENGINES: tuple[str, ...] = ("duckdb",)
+
+DEFAULT_RATE_PER_SECOND = 10.0
+DEFAULT_BURST = 50
+DEFAULT_MAX_REQUEST_BYTES = 64 * 1024
+
+
+class ConfigError(InvalidParameter):
+    """The configuration file is missing, malformed, or names something invalid.
+
+    The message names the key (``datasets.students.budget``) and what to write.
+    """
+
+
+@dataclass(frozen=True)
+class PublicTableConfig:
+    """A public lookup table joined by a dataset's private table.
+
+    Attributes:
+        name: the name analysts use in ``JOIN``.
+        source: absolute path of its CSV/Parquet file.
+        unique_key: its unique key column(s), or None to let deniable find them.
+    """
+
+    name: str
+    source: Path
+    unique_key: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    """One dataset: one private table, its policy, its public tables and its total budget.
+
+    Attributes:
+        name: the dataset's name in the ledger and in URLs.
+        source: absolute path of the private table's CSV/Parquet file.
+        table: the name analysts use in ``FROM`` (default: the dataset's name).
+        privacy_unit: the column identifying a person, or None for row-level privacy.
+        bounds: declared clamping ranges of numeric columns (public choices).
+        max_groups: groups one person may contribute to per query (None: the default, 1).
+        max_rows: rows one person may contribute to one group (None: the default, 1).
+        public_keys: declared domains of group-key columns (public).
+        public_tables: lookup tables the private table may join.
+        budget: the dataset's one total cap, shared by every analyst.
+        engine: the engine running the queries (only ``"duckdb"`` today).
+    """
+
+    name: str
+    source: Path
+    table: str
+    budget: PrivacyLoss
+    privacy_unit: str | None = None
+    bounds: Mapping[str, tuple[Fraction, Fraction]] = field(default_factory=dict)
+    max_groups: int | None = None
+    max_rows: int | None = None
+    public_keys: Mapping[str, tuple[object, ...]] = field(default_factory=dict)
+    public_tables: tuple[PublicTableConfig, ...] = ()
+    engine: Engine = "duckdb"
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """A per-analyst token bucket: ``burst`` requests at once, refilled at ``per_second``.
+
+    The bucket lives in each worker process (it is not shared between uvicorn workers), so
+    with ``w`` workers an analyst may reach up to ``w`` times the rate. It protects the
+    service from floods; the privacy budget, not the rate limit, bounds what is learned.
+    """
+
+    per_second: float = DEFAULT_RATE_PER_SECOND
+    burst: int = DEFAULT_BURST
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """Settings of the HTTP service.
+
+    Attributes:
+        share_replays: whether an identical query already paid for by *another* analyst is
+            replayed for free. Default False: a free replay (charge 0, ``cached: true``)
+            would tell the asker that someone else asked exactly this question, which is
+            information about other analysts. With False each analyst's replays are their
+            own (an identical query from another analyst is charged again); with True the
+            budget is spent more slowly at the price of that disclosure.
+        rate_limit: the per-analyst token bucket (per worker process).
+        max_request_bytes: largest request body accepted (larger ones get 413).
+        cors_origins: origins allowed to call the API from a browser; empty (the default)
+            sends no CORS headers at all, so browsers refuse cross-origin calls.
+        idempotency_wait: seconds a retried request waits for the first one (same
+            Idempotency-Key) to finish before answering 409 ``in_progress``.
+    """
+
+    share_replays: bool = False
+    rate_limit: RateLimit = field(default_factory=RateLimit)
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    cors_origins: tuple[str, ...] = ()
+    idempotency_wait: float = 5.0
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """The whole service: datasets, ledger, allowances and server settings.
+
+    Attributes:
+        path: the configuration file (None when built in code).
+        ledger: absolute path of the ledger database.
+        datasets: the datasets by name.
+        allowances: per analyst, per dataset, a slice of the dataset's cap (never extra
+            budget: analysts who collude still add up under the one cap).
+        server: HTTP settings.
+    """
+
+    ledger: Path
+    datasets: Mapping[str, DatasetConfig]
+    allowances: Mapping[str, Mapping[str, PrivacyLoss]] = field(default_factory=dict)
+    server: ServerSettings = field(default_factory=ServerSettings)
+    path: Path | None = None
+
+
+def load_config(path: str | os.PathLike[str]) -> ServiceConfig:
+    r"""Read and validate a service configuration file (TOML).
+
+    Relative paths in the file (``ledger``, ``source``) are relative to the file's directory.
+    Nothing is opened but the file itself; no privacy loss.
+
+    Raises:
+        ConfigError: the file is missing or not TOML, a key is unknown or missing, or a
+            value is malformed; the message names the key and what to write.
+
+    Examples:
+        >>> import tempfile, pathlib
+        >>> d = pathlib.Path(tempfile.mkdtemp())
+        >>> _ = (d / "t.csv").write_text("x\n1\n")
+        >>> _ = (d / "c.toml").write_text(
+        ...     'ledger = "l.db"\n[datasets.t]\nsource = "t.csv"\nbudget = {epsilon = 1}\n')
+        >>> cfg = load_config(d / "c.toml")
+        >>> cfg.datasets["t"].budget
+        Epsilon(epsilon=1)
+    """
+    file = Path(path)
+    try:
+        with file.open("rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"configuration file {str(file)!r} does not exist") from None
+    except OSError as e:
+        raise ConfigError(f"cannot read configuration file {str(file)!r}: {e.strerror}") from e
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{str(file)!r} is not valid TOML: {e}") from e
+    return parse_config(data, base=file.resolve().parent, path=file.resolve())
+
+
+def parse_config(
+    data: Mapping[str, object], *, base: Path, path: Path | None = None
+) -> ServiceConfig:
+    """Validate an already-parsed configuration (see :func:`load_config`).
+
+    Args:
+        data: the TOML document as a mapping.
+        base: the directory relative paths are resolved against.
+        path: the file it came from, for messages and :attr:`ServiceConfig.path`.
+
+    Raises:
+        ConfigError: as :func:`load_config`.
+    """
+    _keys(data, "the top level", {"ledger", "server", "datasets", "analysts"})
+    if "ledger" not in data:
+        raise ConfigError('key "ledger" is missing: write ledger = "ledger.db" (path of the file)')
+    ledger = _path(data["ledger"], "ledger", base, must_exist=False)
+    raw_datasets = _table(data.get("datasets"), "datasets", required=True)
+    if not raw_datasets:
+        raise ConfigError('"datasets" is empty: add a [datasets.<name>] table')
+    datasets = {
+        name: _dataset(name, _table(value, f"datasets.{name}", required=True), base)
+        for name, value in raw_datasets.items()
+    }
+    allowances: dict[str, Mapping[str, PrivacyLoss]] = {}
+    for analyst, value in _table(data.get("analysts"), "analysts").items():
+        where = f"analysts.{analyst}"
+        _name(analyst, where)
+        entry = _table(value, where, required=True)
+        _keys(entry, where, {"allowance"})
+        slices: dict[str, PrivacyLoss] = {}
+        for ds, loss in _table(entry.get("allowance"), f"{where}.allowance").items():
+            key = f"{where}.allowance.{ds}"
+            if ds not in datasets:
+                raise ConfigError(
+                    f"{key}: no dataset named {ds!r}; known datasets: {', '.join(datasets)}"
+                )
+            slice_ = _loss(loss, key)
+            cap = datasets[ds].budget
+            if type(slice_) is not type(cap) or not slice_ <= cap:  # type: ignore[operator]
+                raise ConfigError(
+                    f"{key}: an allowance is a slice of the dataset's cap {cap!r} and must be "
+                    f"of the same kind and fit inside it; {slice_!r} does not"
+                )
+            slices[ds] = slice_
+        allowances[analyst] = MappingProxyType(slices)
+    server = _server(_table(data.get("server"), "server"))
+    return ServiceConfig(
+        ledger=ledger,
+        datasets=MappingProxyType(datasets),
+        allowances=MappingProxyType(allowances),
+        server=server,
+        path=path,
+    )
+
+
+# -- sections ----------------------------------------------------------------------------------
+
+
+_DATASET_KEYS = {
+    "source",
+    "table",
+    "privacy_unit",
+    "bounds",
+    "max_groups",
+    "max_rows",
+    "public_keys",
+    "public_tables",
+    "budget",
+    "engine",
+}
+
+
+def _dataset(name: str, raw: Mapping[str, object], base: Path) -> DatasetConfig:
+    where = f"datasets.{name}"
+    _name(name, where)
+    _keys(raw, where, _DATASET_KEYS)
+    if "source" not in raw:
+        raise ConfigError(f'{where}.source is missing: write source = "data.csv" (CSV or Parquet)')
+    if "budget" not in raw:
+        raise ConfigError(
+            f"{where}.budget is missing: write budget = {{ epsilon = 1.0 }} (or epsilon and "
+            "delta, or rho): the dataset's total privacy budget, shared by all analysts"
+        )
+    table = raw.get("table", name)
+    _name(table, f"{where}.table")
+    assert isinstance(table, str)
+    unit = raw.get("privacy_unit")
+    if unit is not None:
+        _name(unit, f"{where}.privacy_unit")
+    bounds: dict[str, tuple[Fraction, Fraction]] = {}
+    for col, pair in _table(raw.get("bounds"), f"{where}.bounds").items():
+        key = f"{where}.bounds.{col}"
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise ConfigError(f"{key} must be a pair [lower, upper], e.g. {col} = [0, 100]")
+        lo, hi = (_number(v, key) for v in pair)
+        if not lo < hi:
+            raise ConfigError(f"{key}: lower must be below upper, e.g. {col} = [0, 100]")
+        bounds[col] = (lo, hi)
+    keys: dict[str, tuple[object, ...]] = {}
+    for col, values in _table(raw.get("public_keys"), f"{where}.public_keys").items():
+        if not isinstance(values, list) or not values:
+            raise ConfigError(
+                f'{where}.public_keys.{col} must be a non-empty list of values, e.g. ["a", "b"]'
+            )
+        keys[col] = tuple(values)
+    public: list[PublicTableConfig] = []
+    raw_public = raw.get("public_tables", [])
+    if not isinstance(raw_public, list):
+        raise ConfigError(
+            f"{where}.public_tables must be an array of tables: write "
+            f"[[{where}.public_tables]] with name and source"
+        )
+    for i, entry in enumerate(raw_public):
+        key = f"{where}.public_tables[{i}]"
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{key} must be a table with name and source")
+        _keys(entry, key, {"name", "source", "unique_key"})
+        if "name" not in entry or "source" not in entry:
+            raise ConfigError(f'{key} needs name = "..." and source = "file.csv"')
+        _name(entry["name"], f"{key}.name")
+        unique = entry.get("unique_key")
+        if isinstance(unique, str):
+            unique_key: tuple[str, ...] | None = (unique,)
+        elif isinstance(unique, list) and unique and all(isinstance(u, str) for u in unique):
+            unique_key = tuple(unique)
+        elif unique is None:
+            unique_key = None
+        else:
+            raise ConfigError(f"{key}.unique_key must be a column name or a list of them")
+        public.append(
+            PublicTableConfig(
+                name=entry["name"],
+                source=_path(entry["source"], f"{key}.source", base, must_exist=True),
+                unique_key=unique_key,
+            )
+        )
+    engine = raw.get("engine", "duckdb")
+    if engine not in ENGINES:
+        raise ConfigError(f'{where}.engine: {engine!r} is not supported; write engine = "duckdb"')
+    return DatasetConfig(
+        name=name,
+        source=_path(raw["source"], f"{where}.source", base, must_exist=True),
+        table=table,
+        budget=_loss(raw["budget"], f"{where}.budget"),
+        privacy_unit=unit if isinstance(unit, str) else None,
+        bounds=MappingProxyType(bounds),
+        max_groups=_count(raw.get("max_groups"), f"{where}.max_groups"),
+        max_rows=_count(raw.get("max_rows"), f"{where}.max_rows"),
+        public_keys=MappingProxyType(keys),
+        public_tables=tuple(public),
+        engine="duckdb",
+    )
+
+
+def _server(raw: Mapping[str, object]) -> ServerSettings:
+    _keys(
+        raw,
+        "server",
+        {"share_replays", "rate_limit", "max_request_bytes", "cors_origins", "idempotency_wait"},
+    )
+    share = raw.get("share_replays", False)
+    if not isinstance(share, bool):
+        raise ConfigError("server.share_replays must be true or false (default false)")
+    rate = _table(raw.get("rate_limit"), "server.rate_limit")
+    _keys(rate, "server.rate_limit", {"per_second", "burst"})
+    per_second = rate.get("per_second", DEFAULT_RATE_PER_SECOND)
+    if (
+        isinstance(per_second, bool)
+        or not isinstance(per_second, int | float)
+        or not math.isfinite(per_second)
+        or per_second <= 0
+    ):
+        raise ConfigError(
+            "server.rate_limit.per_second must be a positive number of requests per second "
+            "per analyst, e.g. per_second = 5"
+        )
+    burst = rate.get("burst", DEFAULT_BURST)
+    if isinstance(burst, bool) or not isinstance(burst, int) or burst < 1:
+        raise ConfigError("server.rate_limit.burst must be a positive integer, e.g. burst = 20")
+    size = raw.get("max_request_bytes", DEFAULT_MAX_REQUEST_BYTES)
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1024:
+        raise ConfigError(
+            "server.max_request_bytes must be an integer of at least 1024, e.g. 65536"
+        )
+    origins = raw.get("cors_origins", [])
+    if not isinstance(origins, list) or not all(
+        isinstance(o, str) and o and o != "*" for o in origins
+    ):
+        raise ConfigError(
+            'server.cors_origins must be a list of origins, e.g. ["https://console.example"]; '
+            '"*" is refused (bearer tokens must not be usable from any web page)'
+        )
+    wait = raw.get("idempotency_wait", 5.0)
+    if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait <= 60:
+        raise ConfigError("server.idempotency_wait must be a number of seconds in [0, 60]")
+    return ServerSettings(
+        share_replays=share,
+        rate_limit=RateLimit(per_second=float(per_second), burst=burst),
+        max_request_bytes=size,
+        cors_origins=tuple(origins),
+        idempotency_wait=float(wait),
+    )
+
+
+# -- values ------------------------------------------------------------------------------------
+
+
+def _keys(raw: Mapping[str, object], where: str, allowed: set[str]) -> None:
+    unknown = sorted(set(raw) - allowed)
+    if unknown:
+        raise ConfigError(
+            f"unknown key {unknown[0]!r} in {where}; allowed keys: {', '.join(sorted(allowed))}"
+        )
+
+
+def _table(value: object, where: str, *, required: bool = False) -> Mapping[str, object]:
+    if value is None and not required:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where} must be a table (write [{where}] or {where} = {{ ... }})")
+    return value
+
+
+def _name(value: object, where: str) -> None:
+    if not isinstance(value, str) or not value or len(value) > 200:
+        raise ConfigError(f"{where} must be a non-empty name of at most 200 characters")
+
+
+def _path(value: object, where: str, base: Path, *, must_exist: bool) -> Path:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f'{where} must be a file path, e.g. {where.split(".")[-1]} = "data.csv"')
+    p = Path(value).expanduser()
+    p = p if p.is_absolute() else base / p
+    if must_exist and not p.is_file():
+        raise ConfigError(
+            f"{where}: file {str(p)!r} does not exist (relative paths are relative to the "
+            "configuration file's directory)"
+        )
+    if not must_exist and not p.parent.is_dir():
+        raise ConfigError(f"{where}: directory {str(p.parent)!r} does not exist; create it first")
+    return p
+
+
+def _number(value: object, where: str) -> Fraction:
+    """An exact number: TOML integers, floats read as the decimal they print as, "a/b"."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{where} must be a number, not a boolean")
+    try:
+        if isinstance(value, int):
+            return Fraction(value)
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise ConfigError(f"{where} must be finite")
+            return Fraction(repr(value))
+        if isinstance(value, str):
+            return Fraction(value.strip())
+    except (ValueError, ZeroDivisionError):
+        pass
+    raise ConfigError(f'{where} must be a number such as 0.5 or a fraction such as "1/3"')
+
+
+def _count(value: object, where: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{where} must be a positive integer, e.g. {where.split('.')[-1]} = 1")
+    return value
+
+
+def _loss(value: object, where: str) -> PrivacyLoss:
+    example = "{ epsilon = 1.0 }, { epsilon = 1.0, delta = 1e-6 } or { rho = 0.5 }"
+    if not isinstance(value, dict) or not value:
+        raise ConfigError(
+            f"{where} must be a privacy loss: write {where.split('.')[-1]} = {example}"
+        )
+    keys = set(value)
+    parts = {k: _number(v, f"{where}.{k}") for k, v in value.items() if k in keys}
+    try:
+        if keys == {"epsilon"}:
+            return Epsilon(epsilon=parts["epsilon"])
+        if keys == {"epsilon", "delta"}:
+            return EpsilonDelta(epsilon=parts["epsilon"], delta=parts["delta"])
+        if keys == {"rho"}:
+            return Rho(rho=parts["rho"])
+    except InvalidParameter as e:
+        raise ConfigError(f"{where}: {e}") from e
+    raise ConfigError(f"{where} has keys {sorted(keys)}; write {example}")

@@ -1,0 +1,92 @@
+"""Start the HTTP service under uvicorn.
+
+Workers are separate processes started by uvicorn with the ``spawn`` method: each imports
+deniable afresh and opens its own :class:`~deniable.server.service.Service` (ledger
+connection, engine, and — on first use — its own OS-CSPRNG buffer) when its application
+starts. The parent process only parses the configuration: nothing random, no ledger and no
+engine exist before the workers start, so no two workers can share random state (a buffer
+of CSPRNG bytes copied by ``fork`` would hand the same noise to two workers).
+
+Workers share the budget through the ledger file (SQLite in WAL mode, one write lock), so
+several workers can never overspend a cap together.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from fastapi import FastAPI
+
+from deniable.errors import InvalidParameter
+from deniable.server.app import create_app
+from deniable.server.config import load_config
+
+CONFIG_ENV = "DENIABLE_SERVER_CONFIG"
+"""Environment variable through which :func:`serve` hands the configuration to workers."""
+
+
+def app_from_env() -> FastAPI:
+    """The application of the configuration named by ``$DENIABLE_SERVER_CONFIG``.
+
+    uvicorn calls this factory in each worker process; the service opens at start-up.
+
+    Raises:
+        InvalidParameter: the variable is not set.
+        ConfigError: the configuration is invalid.
+    """
+    path = os.environ.get(CONFIG_ENV)
+    if not path:
+        raise InvalidParameter(f"set {CONFIG_ENV} to the configuration file's path")
+    return create_app(path)
+
+
+def serve(
+    config_path: str | os.PathLike[str],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    workers: int = 1,
+    log_level: str = "info",
+) -> None:
+    """Run the service until interrupted (blocks).
+
+    Args:
+        config_path: the TOML configuration (:func:`~deniable.server.config.load_config`).
+        host: the interface to listen on (default loopback only).
+        port: the TCP port.
+        workers: worker processes (each answers requests; all share the ledger).
+        log_level: uvicorn's log level.
+
+    Raises:
+        ConfigError: the configuration is invalid (checked before anything starts).
+        InvalidParameter: a bad port or worker count.
+    """
+    import uvicorn
+
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise InvalidParameter("workers must be a positive integer")
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise InvalidParameter("port must be an integer in [0, 65535]")
+    path = Path(config_path).resolve()
+    load_config(path)  # fail early, in the parent, with the key to fix (pure parsing)
+    os.environ[CONFIG_ENV] = str(path)
+    uvicorn.run(
+        "deniable.server.run:app_from_env",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level=log_level,
+        timeout_graceful_shutdown=10,
+    )
+
+
+if __name__ == "__main__":  # pragma: no cover - python -m deniable.server.run CONFIG [PORT [W]]
+    import sys
+
+    serve(
+        sys.argv[1],
+        port=int(sys.argv[2]) if len(sys.argv) > 2 else 8000,
+        workers=int(sys.argv[3]) if len(sys.argv) > 3 else 1,
+    )

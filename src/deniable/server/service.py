@@ -1,0 +1,525 @@
+"""The service core shared by the HTTP API and the command line.
+
+A :class:`Service` opens one :class:`~deniable.ledger.Ledger` and one
+:class:`~deniable.curator.session.Session` per configured dataset, and answers on behalf
+of authenticated principals (a name and a role, ``"curator"`` or ``"analyst"``):
+
+* every query goes through ``Session.execute`` — the one release path: compile (no data),
+  charge in the ledger, then noise — charged to the principal's name, so per-analyst
+  allowances (slices of the dataset's one cap) apply;
+* replays of an identical query are free; whether another analyst's paid answer is
+  replayed is ``server.share_replays`` (default False: a free replay would reveal that
+  someone else asked the same question);
+* an Idempotency-Key makes a retried request return the same answer, charged once: the
+  ledger refuses a second charge with the same (dataset, analyst, key) and the stored
+  answer of the first is returned;
+* analysts see only their own releases; the full ledger and the management of analysts
+  and allowances are for curators.
+
+The service itself releases nothing beyond what the release path charges: metadata holds
+only what the curator declared (schema, bounds, public keys) and the budget, never counts
+of rows or any other value computed from the data.
+
+Not shared across ``fork``: create one per process (``deniable.server.run`` does, in each
+worker, after the worker started).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal, Protocol
+
+from deniable.accounting.loss import PrivacyLoss
+from deniable.curator.session import Session
+from deniable.errors import (
+    CapConflict,
+    DuplicateRequest,
+    InvalidParameter,
+    LedgerError,
+    LedgerTampered,
+)
+from deniable.ledger import Charge, Ledger
+from deniable.ledger.analysts import AnalystInfo, Principal
+from deniable.noise.source import RandomSource
+from deniable.query.answer import Answer
+from deniable.query.builder import Query
+from deniable.query.catalog import TableInfo
+from deniable.query.program import QueryProgram
+from deniable.server.config import ConfigError, ServiceConfig
+from deniable.server.errors import (
+    Forbidden,
+    IdempotencyConflict,
+    RequestInProgress,
+    UnknownResource,
+)
+
+Role = Literal["curator", "analyst"]
+
+MAX_IDEMPOTENCY_KEY = 200
+"""Longest Idempotency-Key accepted (characters)."""
+
+
+class Caller(Protocol):
+    """Who is asking: anything with a ``name`` and a ``role`` (the ledger's Principal)."""
+
+    @property
+    def name(self) -> str:
+        """The analyst's name (charges are recorded under it)."""
+        ...
+
+    @property
+    def role(self) -> str:
+        """``"curator"`` or ``"analyst"``."""
+        ...
+
+
+@dataclass(frozen=True)
+class TableMetadata:
+    """Public metadata of one table: what the curator declared, nothing from the data.
+
+    Attributes:
+        name: the name used in ``FROM`` / ``JOIN``.
+        public: a public lookup table (joinable, never queried alone).
+        columns: ``(name, engine type)`` pairs.
+        privacy_unit: the column identifying a person, or None (row-level privacy).
+        bounds: declared clamping ranges by column.
+        public_keys: declared domains of group-key columns.
+        max_groups: groups one person may contribute to per query.
+        max_rows: rows one person may contribute to one group.
+        unique_keys: unique key column sets of a public table.
+    """
+
+    name: str
+    public: bool
+    columns: tuple[tuple[str, str], ...]
+    privacy_unit: str | None
+    bounds: Mapping[str, tuple[float, float]]
+    public_keys: Mapping[str, tuple[object, ...]]
+    max_groups: int
+    max_rows: int
+    unique_keys: tuple[tuple[str, ...], ...]
+
+
+@dataclass(frozen=True)
+class BudgetView:
+    """A dataset's budget as one caller sees it.
+
+    Attributes:
+        dataset: the dataset.
+        cap: the dataset's one total cap.
+        spent: what has been spent by everyone (curators) or by the analyst (analysts).
+        remaining: what the caller may still spend: the least of what is left of the cap
+            and of the caller's allowance.
+        allowance: the caller's slice of the cap, or None when it has none.
+    """
+
+    dataset: str
+    cap: PrivacyLoss
+    spent: PrivacyLoss
+    remaining: PrivacyLoss
+    allowance: PrivacyLoss | None
+
+
+@dataclass(frozen=True)
+class DatasetMetadata:
+    """Public metadata of a dataset and the caller's budget on it.
+
+    Attributes:
+        name: the dataset.
+        table: the private table's name.
+        tables: the private table first, then its public lookup tables.
+        budget: the caller's view of the budget.
+    """
+
+    name: str
+    table: str
+    tables: tuple[TableMetadata, ...]
+    budget: BudgetView
+
+
+class Service:
+    """One ledger and one session per dataset, answering for authenticated principals.
+
+    Args:
+        config: the validated configuration (:func:`~deniable.server.config.load_config`).
+        source: randomness for every release (default: the OS CSPRNG, drawn in this
+            process; a seeded source is for tests only).
+
+    Raises:
+        ConfigError: a dataset's budget differs from the cap the ledger recorded, or a
+            table cannot be registered as declared.
+        LedgerError: the ledger cannot be opened.
+
+    A tampered ledger (:class:`~deniable.errors.LedgerTampered`) does not stop the service
+    from starting: every query (and the dataset metadata, which needs the session the
+    ledger refused to register) then fails with it until a curator acts
+    (``deniable ledger verify``), while budgets, histories and the full ledger stay
+    readable.
+    """
+
+    def __init__(self, config: ServiceConfig, *, source: RandomSource | None = None) -> None:
+        self._config = config
+        self._ledger = Ledger(config.ledger)
+        self._sessions: dict[str, Session] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._tampered: LedgerTampered | None = None
+        try:
+            for name in config.datasets:
+                session = self._open(name, source)
+                if session is not None:
+                    self._sessions[name] = session
+                    self._locks[name] = threading.Lock()
+            if self._tampered is None:
+                for analyst, slices in config.allowances.items():
+                    for ds_name, loss in slices.items():
+                        self._ledger.set_allowance(ds_name, analyst, loss)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self, name: str, source: RandomSource | None) -> Session | None:
+        ds = self._config.datasets[name]
+        try:
+            session = Session(
+                budget=ds.budget,
+                ledger=self._ledger,
+                dataset=name,
+                analyst="(service)",
+                source=source,
+            )
+        except LedgerTampered as e:
+            self._tampered = e
+            return None
+        except CapConflict as e:
+            raise ConfigError(
+                f"datasets.{name}.budget is {ds.budget!r} but the ledger recorded another cap "
+                f"for {name!r}; write the recorded cap in the configuration (a cap is changed "
+                "only by a curator, explicitly)"
+            ) from e
+        try:
+            session.add_table(
+                ds.table,
+                str(ds.source),
+                privacy_unit=ds.privacy_unit,
+                bounds=dict(ds.bounds) or None,
+                max_groups=ds.max_groups,
+                max_rows=ds.max_rows,
+                public_keys=dict(ds.public_keys) or None,
+            )
+            for pt in ds.public_tables:
+                session.add_public_table(pt.name, str(pt.source), unique_key=pt.unique_key)
+        except InvalidParameter as e:
+            session.close()
+            if isinstance(e, ConfigError):
+                raise
+            raise ConfigError(f"datasets.{name}: {e}") from e
+        except BaseException:
+            session.close()
+            raise
+        return session
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    @property
+    def config(self) -> ServiceConfig:
+        """The configuration the service was built from."""
+        return self._config
+
+    @property
+    def ledger(self) -> Ledger:
+        """The service's ledger (one connection, shared by its sessions)."""
+        return self._ledger
+
+    def close(self) -> None:
+        """Close the sessions (their engines) and the ledger."""
+        for session in self._sessions.values():
+            session.close()
+        self._sessions.clear()
+        self._ledger.close()
+
+    def __enter__(self) -> Service:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- identity -------------------------------------------------------------------------
+
+    def authenticate(self, token: str) -> Principal | None:
+        """The principal holding ``token``, or None (unknown or revoked); constant time."""
+        return self._ledger.authenticate(token)
+
+    # -- public metadata ------------------------------------------------------------------
+
+    def datasets(self) -> tuple[str, ...]:
+        """The configured datasets' names."""
+        return tuple(self._config.datasets)
+
+    def metadata(self, dataset: str, principal: Caller | None = None) -> DatasetMetadata:
+        """The dataset's declared schema and policy, and the caller's budget (no loss).
+
+        Raises:
+            UnknownResource: no such dataset.
+            LedgerTampered: the ledger failed verification at start-up.
+        """
+        session = self._session(dataset)
+        ds = self._config.datasets[dataset]
+        tables = [session.tables[ds.table]]
+        tables += [t for t in session.tables.values() if t.public]
+        return DatasetMetadata(
+            name=dataset,
+            table=ds.table,
+            tables=tuple(_table_metadata(t) for t in tables),
+            budget=self.budget(dataset, analyst=_analyst_of(principal)),
+        )
+
+    def budget(self, dataset: str, analyst: str | None = None) -> BudgetView:
+        """The dataset's cap and what is spent and left (for ``analyst`` if given).
+
+        Raises:
+            UnknownResource: no such dataset.
+        """
+        self._known(dataset)
+        cap = self._ledger.cap(dataset)
+        if analyst is None:
+            return BudgetView(
+                dataset=dataset,
+                cap=cap,
+                spent=self._ledger.spent(dataset),
+                remaining=self._ledger.remaining(dataset),
+                allowance=None,
+            )
+        return BudgetView(
+            dataset=dataset,
+            cap=cap,
+            spent=self._ledger.spent(dataset, analyst=analyst),
+            remaining=self._ledger.remaining(dataset, analyst=analyst),
+            allowance=self._ledger.allowance(dataset, analyst),
+        )
+
+    # -- querying -------------------------------------------------------------------------
+
+    def compile(
+        self,
+        dataset: str,
+        query: str | Query,
+        *,
+        epsilon: float | Fraction | None = None,
+        delta: float | Fraction | None = None,
+        rho: float | Fraction | None = None,
+        level: float = 0.95,
+    ) -> QueryProgram:
+        """Compile ``query`` for ``dataset``: no data read, nothing charged.
+
+        Raises:
+            UnknownResource: no such dataset.
+            SQLError, UnsafeQuery, InvalidParameter: as ``Session.sql``.
+        """
+        session = self._session(dataset)
+        return session.compile(query, epsilon=epsilon, delta=delta, rho=rho, level=level)
+
+    def query(
+        self,
+        principal: Caller,
+        dataset: str,
+        query: str | Query,
+        *,
+        epsilon: float | Fraction | None = None,
+        delta: float | Fraction | None = None,
+        rho: float | Fraction | None = None,
+        level: float = 0.95,
+        idempotency_key: str | None = None,
+    ) -> Answer:
+        """Answer ``query`` on ``dataset`` for ``principal``, charging its name.
+
+        Privacy loss: the compiled program's loss (``epsilon``; ``(epsilon, delta)``;
+        ``rho``), charged to the dataset's cap and the principal's allowance before anything
+        is released — or nothing for a replay of an identical query (the principal's own, or
+        anyone's with ``share_replays``) and for a retry with an Idempotency-Key already
+        charged, which returns the first answer (``loss`` is then the first request's
+        charge: it is the same request, charged once).
+
+        The answer's ``remaining`` is what the principal may still spend (the least of what
+        is left of the cap and of its allowance) at the time of the answer.
+
+        Raises:
+            UnknownResource: no such dataset.
+            SQLError, UnsafeQuery, InvalidParameter: the query is refused (nothing spent).
+            BudgetExceeded: it does not fit what is left (nothing spent).
+            IdempotencyConflict: the key was used before for another query.
+            RequestInProgress: the first request with this key is still running (or died
+                between its charge and its answer; its charge stands).
+            LedgerTampered, LedgerError: the ledger refuses or failed (nothing released).
+        """
+        if idempotency_key is not None and (
+            not isinstance(idempotency_key, str)
+            or not idempotency_key
+            or len(idempotency_key) > MAX_IDEMPOTENCY_KEY
+            or not idempotency_key.isprintable()
+        ):
+            raise InvalidParameter(
+                f"the Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} printable characters"
+            )
+        session = self._session(dataset)
+        program = session.compile(query, epsilon=epsilon, delta=delta, rho=rho, level=level)
+        share = self._config.server.share_replays
+        query_key = program.cache_key if share else f"{principal.name}/{program.cache_key}"
+        if idempotency_key is not None:
+            earlier = self._keyed_charge(dataset, principal.name, idempotency_key)
+            if earlier is not None:
+                return self._replay(earlier, query_key, dataset, principal.name)
+        try:
+            with self._locks[dataset]:
+                answer = session.execute(
+                    program,
+                    analyst=principal.name,
+                    share_replays=share,
+                    idempotency_key=idempotency_key,
+                )
+        except DuplicateRequest as e:
+            # Another request with the same key was charged between our look-up and our
+            # charge (another thread or worker); the ledger refused ours and wrote nothing.
+            charge = self._charge_by_id(dataset, principal.name, e.charge_id)
+            return self._replay(charge, query_key, dataset, principal.name)
+        return answer.with_metadata(
+            remaining=self._ledger.remaining(dataset, analyst=principal.name)
+        )
+
+    def _keyed_charge(self, dataset: str, analyst: str, key: str) -> Charge | None:
+        for charge in self._ledger.history(dataset, analyst=analyst):
+            if charge.idempotency_key == key:
+                return charge
+        return None
+
+    def _charge_by_id(self, dataset: str, analyst: str, charge_id: int) -> Charge:
+        for charge in self._ledger.history(dataset, analyst=analyst):
+            if charge.id == charge_id:
+                return charge
+        raise LedgerError("the ledger reported a duplicate request whose charge it cannot find")
+
+    def _replay(self, charge: Charge, query_key: str, dataset: str, analyst: str) -> Answer:
+        """The stored answer of an earlier charge with the same Idempotency-Key."""
+        if charge.query_key != query_key:
+            raise IdempotencyConflict(
+                "this Idempotency-Key was already used for another query (or other "
+                "parameters); use a new key for a new request"
+            )
+        deadline = time.monotonic() + self._config.server.idempotency_wait
+        delay = 0.01
+        while True:
+            payload = self._ledger.answer_for(charge.id)
+            if payload is not None:
+                break
+            if time.monotonic() >= deadline:
+                raise RequestInProgress(
+                    "a request with this Idempotency-Key was charged and its answer is not "
+                    "stored yet; retry later with the same key (if it never appears, the "
+                    "server stopped before answering: the charge stands, use a new key)"
+                )
+            time.sleep(delay)
+            delay = min(2 * delay, 0.2)
+        return Answer.from_bytes(
+            payload,
+            loss=charge.loss,
+            remaining=self._ledger.remaining(dataset, analyst=analyst),
+            cached=False,
+        )
+
+    # -- history --------------------------------------------------------------------------
+
+    def history(self, principal: Caller, dataset: str) -> list[Charge]:
+        """The principal's own releases on ``dataset``, in commit order (no loss)."""
+        self._known(dataset)
+        return self._ledger.history(dataset, analyst=principal.name)
+
+    def ledger_view(self, principal: Caller, dataset: str) -> list[Charge]:
+        """Every release on ``dataset`` by everyone (curators only).
+
+        Raises:
+            Forbidden: the principal is not a curator.
+        """
+        _require_curator(principal)
+        self._known(dataset)
+        return self._ledger.history(dataset)
+
+    # -- management (curators) ------------------------------------------------------------
+
+    def set_allowance(
+        self, principal: Caller, dataset: str, analyst: str, loss: PrivacyLoss
+    ) -> BudgetView:
+        """Give ``analyst`` a slice of ``dataset``'s cap (never extra budget).
+
+        Raises:
+            Forbidden: the principal is not a curator.
+            InvalidParameter: the slice is of another kind than the cap or does not fit it.
+        """
+        _require_curator(principal)
+        self._known(dataset)
+        self._ledger.set_allowance(dataset, analyst, loss)
+        return self.budget(dataset, analyst=analyst)
+
+    def allowances(self, principal: Caller, dataset: str) -> dict[str, BudgetView]:
+        """Every registered analyst's budget view on ``dataset`` (curators only)."""
+        _require_curator(principal)
+        self._known(dataset)
+        return {a.name: self.budget(dataset, analyst=a.name) for a in self._ledger.analysts()}
+
+    def add_analyst(self, principal: Caller, name: str, *, role: Role) -> str:
+        """Create an analyst or curator and return its token (shown once; stored hashed)."""
+        _require_curator(principal)
+        return self._ledger.add_analyst(name, role=role)
+
+    def revoke_analyst(self, principal: Caller, name: str) -> None:
+        """Revoke ``name``'s token (its charges stay)."""
+        _require_curator(principal)
+        if not any(a.name == name for a in self._ledger.analysts()):
+            raise UnknownResource(f"no analyst named {name!r}")
+        self._ledger.revoke_analyst(name)
+
+    def analysts(self, principal: Caller) -> list[AnalystInfo]:
+        """The registered analysts (never their token digests)."""
+        _require_curator(principal)
+        return self._ledger.analysts()
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _known(self, dataset: str) -> None:
+        if dataset not in self._config.datasets:
+            raise UnknownResource(f"no dataset named {dataset!r}; GET /v1/datasets lists them")
+
+    def _session(self, dataset: str) -> Session:
+        self._known(dataset)
+        session = self._sessions.get(dataset)
+        if session is None:
+            if self._tampered is not None:
+                raise self._tampered
+            raise LedgerError(f"dataset {dataset!r} could not be opened")
+        return session
+
+
+def _analyst_of(principal: Caller | None) -> str | None:
+    return None if principal is None or principal.role == "curator" else principal.name
+
+
+def _require_curator(principal: Caller) -> None:
+    if principal.role != "curator":
+        raise Forbidden("only a curator may do this")
+
+
+def _table_metadata(t: TableInfo) -> TableMetadata:
+    p = t.policy
+    return TableMetadata(
+        name=t.name,
+        public=t.public,
+        columns=tuple((c.name, c.sql_type) for c in t.columns),
+        privacy_unit=p.privacy_unit,
+        bounds={k: b.as_floats() for k, b in p.bounds.items()},
+        public_keys=dict(p.public_keys),
+        max_groups=p.max_groups,
+        max_rows=p.max_rows,
+        unique_keys=t.unique_keys,
+    )
