@@ -222,3 +222,32 @@ def test_missing_ledger_and_config(tmp_path: Path) -> None:
     result = run("budget", "--config", bad, "--json")
     assert result.exit_code == 1
     assert json.loads(result.stdout)["error"]["code"] == "config_error"
+
+
+def test_a_configured_anchor_elsewhere_catches_the_deletion_of_the_ledger_directory(
+    tmp_path: Path,
+) -> None:
+    """With ``anchor`` in the configuration, the anchor lives apart from the ledger: deleting
+    the ledger's whole directory leaves it, and the service and the CLI see the loss."""
+    data, anchors = tmp_path / "data", tmp_path / "anchors"
+    data.mkdir()
+    anchors.mkdir()
+    rows = "".join(f"{i % 50},{20 + i % 60},{'north' if i % 3 else 'south'}\n" for i in range(300))
+    (tmp_path / "people.csv").write_text("id,age,region\n" + rows)
+    config = tmp_path / "service.toml"
+    config.write_text(
+        CONFIG.replace(
+            'ledger = "ledger.db"', 'ledger = "data/ledger.db"\nanchor = "anchors/a"'
+        ).format(cap=2)
+    )
+    ok("query", "SELECT COUNT(*) AS n FROM people", "--config", config, "--dataset", "people",
+       "--epsilon", "0.5")  # fmt: skip
+    assert (anchors / "a").is_file() and not (data / "ledger.db.anchor").exists()
+    report = js("ledger", "verify", "--config", config)
+    assert isinstance(report, dict) and report["ok"] is True
+    shutil.rmtree(data)
+    data.mkdir()
+    assert run("ledger", "verify", "--config", config).exit_code == 4
+    # the service refuses to answer on a new, empty ledger beside a surviving anchor
+    refused = _query(config, "--epsilon", "0.1")
+    assert refused.exit_code == 4, refused.output

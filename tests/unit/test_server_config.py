@@ -112,3 +112,14 @@ def test_mistakes_name_the_key(folder: Path, text: str, names: str) -> None:
 def test_missing_file() -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         load_config("/nonexistent/deniable.toml")
+
+
+def test_anchor_is_optional_and_must_differ_from_the_ledger(folder: Path) -> None:
+    assert load_config(write(folder, BASE)).anchor is None
+    with pytest.raises(ConfigError, match="anchor: directory"):
+        load_config(write(folder, 'anchor = "a/l.anchor"\n' + BASE))
+    (folder / "a").mkdir()
+    cfg = load_config(write(folder, 'anchor = "a/l.anchor"\n' + BASE))
+    assert cfg.anchor == folder / "a" / "l.anchor"
+    with pytest.raises(ConfigError, match="another file"):
+        load_config(write(folder, 'anchor = "l.db"\n' + BASE))

@@ -58,8 +58,8 @@ def add(
     name: str, role: str, config_path: Path | None, ledger_path: Path | None, as_json: bool
 ) -> None:
     """Add analyst NAME and print their bearer token (shown only this once)."""
-    path = ledger_location(config_path, ledger_path)
-    with open_ledger(path, create=True) as ledger:
+    path, anchor = ledger_location(config_path, ledger_path)
+    with open_ledger(path, anchor=anchor, create=True) as ledger:
         token = ledger.add_analyst(name, role=cast(Role, role))
     if as_json:
         emit_json({"name": name, "role": role, "token": token})
@@ -80,8 +80,8 @@ def add(
 @handles_errors
 def list_(config_path: Path | None, ledger_path: Path | None, as_json: bool) -> None:
     """List analysts: name, role, when added and when revoked (never their tokens)."""
-    path = ledger_location(config_path, ledger_path)
-    with open_ledger(path) as ledger:
+    path, anchor = ledger_location(config_path, ledger_path)
+    with open_ledger(path, anchor=anchor) as ledger:
         analysts = ledger.analysts()
     if as_json:
         emit_json(
@@ -121,8 +121,8 @@ def _time(value: Any) -> str | None:
 @handles_errors
 def revoke(name: str, config_path: Path | None, ledger_path: Path | None, as_json: bool) -> None:
     """Revoke analyst NAME: their token stops working at once (their history stays)."""
-    path = ledger_location(config_path, ledger_path)
-    with open_ledger(path) as ledger:
+    path, anchor = ledger_location(config_path, ledger_path)
+    with open_ledger(path, anchor=anchor) as ledger:
         ledger.revoke_analyst(name)
     if as_json:
         emit_json({"name": name, "revoked": True})
@@ -155,9 +155,9 @@ def allow(
     dataset's (ε, ε and δ, or ρ).
     """
     loss = make_loss(epsilon=epsilon, delta=delta, rho=rho, what="the allowance")
-    path = ledger_location(config_path, ledger_path)
+    path, anchor = ledger_location(config_path, ledger_path)
     config = None if config_path is None else load_config(config_path)
-    with open_ledger(path) as ledger:
+    with open_ledger(path, anchor=anchor) as ledger:
         known = {a.name for a in ledger.analysts() if a.revoked_at is None}
         if name not in known:
             raise CommandFailed(

@@ -34,8 +34,8 @@ def command(
     config_path: Path | None, ledger_path: Path | None, dataset: str | None, as_json: bool
 ) -> None:
     """Cap, spent and remaining budget per dataset, and per analyst with an allowance."""
-    path = ledger_location(config_path, ledger_path)
-    with open_ledger(path) as ledger:
+    path, anchor = ledger_location(config_path, ledger_path)
+    with open_ledger(path, anchor=anchor) as ledger:
         names = [dataset] if dataset is not None else dataset_names(ledger, config_path)
         analysts = [a.name for a in ledger.analysts()]
         report = [_dataset_budget(ledger, name, analysts) for name in names]

@@ -353,8 +353,11 @@ def config_options(func: Callable[P, R]) -> Callable[P, R]:
     )(func)
 
 
-def ledger_location(config_path: Path | None, ledger_path: Path | None) -> Path:
-    """The ledger file named by ``--ledger``, or by the configuration given with ``--config``.
+def ledger_location(config_path: Path | None, ledger_path: Path | None) -> tuple[Path, Path | None]:
+    """The ledger file and its anchor file (None: ``<ledger>.anchor``).
+
+    The ledger is named by ``--ledger``, or by the configuration given with ``--config``,
+    which may also name the anchor.
 
     Raises:
         click.UsageError: neither or both given.
@@ -363,9 +366,10 @@ def ledger_location(config_path: Path | None, ledger_path: Path | None) -> Path:
     if (config_path is None) == (ledger_path is None):
         raise click.UsageError("name the ledger with either --config FILE or --ledger PATH")
     if ledger_path is not None:
-        return ledger_path
+        return ledger_path, None
     assert config_path is not None
-    return Path(load_config(config_path).ledger)
+    config = load_config(config_path)
+    return Path(config.ledger), config.anchor
 
 
 def load_config(path: Path) -> ServiceConfig:
@@ -381,17 +385,17 @@ def load_config(path: Path) -> ServiceConfig:
     return load(path)
 
 
-def open_ledger(path: Path, *, create: bool = False) -> Ledger:
-    """Open the ledger at ``path``.
+def open_ledger(path: Path, *, anchor: Path | None = None, create: bool = False) -> Ledger:
+    """Open the ledger at ``path`` with its anchor (default ``<path>.anchor``).
 
     Unless ``create``, a missing ledger is an error rather than a new empty file — except when
-    its anchor (``<path>.anchor``) exists: then the ledger was deleted, and opening it lets the
-    ledger itself report the tampering.
+    its anchor exists: then the ledger was deleted, and opening it lets the ledger itself
+    report the tampering.
     """
     from deniable.ledger import Ledger
 
-    anchor = Path(str(path) + ".anchor")
-    if not create and not path.exists() and not anchor.exists():
+    anchor_file = Path(str(path) + ".anchor") if anchor is None else anchor
+    if not create and not path.exists() and not anchor_file.exists():
         raise CommandFailed(
             f"no ledger at {str(path)!r} (a new one is created when a dataset is first served "
             "or an analyst is added)",
@@ -400,4 +404,4 @@ def open_ledger(path: Path, *, create: bool = False) -> Ledger:
         )
     if create and not path.parent.exists():
         os.makedirs(path.parent, exist_ok=True)
-    return Ledger(path)
+    return Ledger(path, anchor=anchor_file)

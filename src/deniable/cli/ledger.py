@@ -55,8 +55,8 @@ def history(
     as_json: bool,
 ) -> None:
     """Every charge recorded in the ledger, in commit order."""
-    path = ledger_location(config_path, ledger_path)
-    with open_ledger(path) as ledger:
+    path, anchor = ledger_location(config_path, ledger_path)
+    with open_ledger(path, anchor=anchor) as ledger:
         names = [dataset] if dataset is not None else dataset_names(ledger, config_path)
         charges = [c for name in names for c in ledger.history(name, analyst=analyst)]
     charges.sort(key=lambda c: c.id)
@@ -153,8 +153,8 @@ def verify(config_path: Path | None, ledger_path: Path | None, as_json: bool) ->
     Detects a deleted ledger, an older copy put back in its place, another ledger's file, and
     any edited or removed entry.
     """
-    path = ledger_location(config_path, ledger_path)
-    with open_ledger(path) as ledger, progress("verifying the hash chain"):
+    path, anchor = ledger_location(config_path, ledger_path)
+    with open_ledger(path, anchor=anchor) as ledger, progress("verifying the hash chain"):
         report = ledger.verify()
     if as_json:
         emit_json(_report_doc(report, path))
@@ -183,7 +183,7 @@ def backup(
     recent charges may still be in its `-wal` file, so the copy would show less spent than
     was. Restoring a backup over a ledger that has moved on since is detected as a rollback.
     """
-    path = ledger_location(config_path, ledger_path)
+    path, anchor = ledger_location(config_path, ledger_path)
     if dest.exists() and not force:
         raise CommandFailed(
             f"{str(dest)!r} exists: pass --force to replace it",
@@ -196,7 +196,7 @@ def backup(
             exit_code=ExitCode.ERROR,
             code="invalid_parameter",
         )
-    with open_ledger(path) as ledger, progress(f"copying the ledger to {dest}"):
+    with open_ledger(path, anchor=anchor) as ledger, progress(f"copying the ledger to {dest}"):
         report = ledger.backup(dest)
     if as_json:
         emit_json({**_report_doc(report, path), "backup": str(dest)})
@@ -229,9 +229,9 @@ def acknowledge(
     the anchor shows more spent than the database, the difference is charged again (to
     "(lost by rollback)").
     """
-    path = ledger_location(config_path, ledger_path)
+    path, anchor = ledger_location(config_path, ledger_path)
     ledger: Ledger
-    with open_ledger(path) as ledger:
+    with open_ledger(path, anchor=anchor) as ledger:
         ledger.acknowledge(curator=curator, reason=reason)
         report = ledger.verify()
     if as_json:

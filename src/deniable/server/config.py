@@ -156,6 +156,9 @@ class ServiceConfig:
     Attributes:
         path: the configuration file (None when built in code).
         ledger: absolute path of the ledger database.
+        anchor: absolute path of the ledger's anchor file, or None for ``<ledger>.anchor``.
+            Keep it on another disk or directory than the ledger (a curator-only one) so
+            that deleting or restoring the ledger's directory cannot take the anchor along.
         datasets: the datasets by name.
         allowances: per analyst, per dataset, a slice of the dataset's cap (never extra
             budget: analysts who collude still add up under the one cap).
@@ -167,6 +170,7 @@ class ServiceConfig:
     allowances: Mapping[str, Mapping[str, PrivacyLoss]] = field(default_factory=dict)
     server: ServerSettings = field(default_factory=ServerSettings)
     path: Path | None = None
+    anchor: Path | None = None
 
 
 def load_config(path: str | os.PathLike[str]) -> ServiceConfig:
@@ -215,10 +219,13 @@ def parse_config(
     Raises:
         ConfigError: as :func:`load_config`.
     """
-    _keys(data, "the top level", {"ledger", "server", "datasets", "analysts"})
+    _keys(data, "the top level", {"ledger", "anchor", "server", "datasets", "analysts"})
     if "ledger" not in data:
         raise ConfigError('key "ledger" is missing: write ledger = "ledger.db" (path of the file)')
     ledger = _path(data["ledger"], "ledger", base, must_exist=False)
+    anchor = _path(data["anchor"], "anchor", base, must_exist=False) if "anchor" in data else None
+    if anchor is not None and anchor == ledger:
+        raise ConfigError('"anchor" must be another file than "ledger" (e.g. "ledger.anchor")')
     raw_datasets = _table(data.get("datasets"), "datasets", required=True)
     if not raw_datasets:
         raise ConfigError('"datasets" is empty: add a [datasets.<name>] table')
@@ -255,6 +262,7 @@ def parse_config(
         allowances=MappingProxyType(allowances),
         server=server,
         path=path,
+        anchor=anchor,
     )
 
 

@@ -163,7 +163,7 @@ class Service:
 
     def __init__(self, config: ServiceConfig, *, source: RandomSource | None = None) -> None:
         self._config = config
-        self._ledger = Ledger(config.ledger)
+        self._ledger = Ledger(config.ledger, anchor=config.anchor)
         self._sessions: dict[str, Session] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._tampered: LedgerTampered | None = None
