@@ -64,6 +64,7 @@ from deniable.errors import (
 )
 from deniable.explain import explain_epsilon, posterior_bounds
 from deniable.server.config import ConfigError, ServerSettings, ServiceConfig, load_config
+from deniable.server.console import mount_console
 from deniable.server.errors import (
     Forbidden,
     IdempotencyConflict,
@@ -566,6 +567,8 @@ def create_app(
         """Revoke an analyst's token; its charges stay in the ledger."""
         service().revoke_analyst(who, name)
         return Response(status_code=204)
+
+    mount_console(app)  # the web console at /console/ (static files; not in OpenAPI)
 
     if settings.cors_origins:
         app.add_middleware(
