@@ -45,7 +45,13 @@ WITH __l1 AS (
     __u,
     __k0,
     least(__n, 3) AS __n
-  FROM __totals
+  FROM (
+    SELECT
+      __u,
+      __k0,
+      __n
+    FROM __totals
+  ) AS __w
 )
 SELECT
   0 AS __part,

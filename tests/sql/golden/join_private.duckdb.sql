@@ -189,11 +189,11 @@ WITH __l1 AS (
           WHEN __n > 3
           THEN CASE
             WHEN (
-              CAST(__c0 AS INT128) * 3
+              __y0 * 3
             ) >= 0
             THEN (
               2 * (
-                CAST(__c0 AS INT128) * 3
+                __y0 * 3
               ) + __n
             ) // (
               2 * __n
@@ -201,14 +201,14 @@ WITH __l1 AS (
             ELSE -(
               (
                 __n - 2 * (
-                  CAST(__c0 AS INT128) * 3
+                  __y0 * 3
                 )
               ) // (
                 2 * __n
               )
             )
           END
-          ELSE CAST(__c0 AS INT128)
+          ELSE __y0
         END,
         0
       ),
@@ -220,15 +220,11 @@ WITH __l1 AS (
           WHEN __n > 3
           THEN CASE
             WHEN (
-              (
-                CAST(__s0 AS INT128) - 335544320 * CAST(__c0 AS INT128)
-              ) * 3
+              __y1 * 3
             ) >= 0
             THEN (
               2 * (
-                (
-                  CAST(__s0 AS INT128) - 335544320 * CAST(__c0 AS INT128)
-                ) * 3
+                __y1 * 3
               ) + __n
             ) // (
               2 * __n
@@ -236,24 +232,30 @@ WITH __l1 AS (
             ELSE -(
               (
                 __n - 2 * (
-                  (
-                    CAST(__s0 AS INT128) - 335544320 * CAST(__c0 AS INT128)
-                  ) * 3
+                  __y1 * 3
                 )
               ) // (
                 2 * __n
               )
             )
           END
-          ELSE (
-            CAST(__s0 AS INT128) - 335544320 * CAST(__c0 AS INT128)
-          )
+          ELSE __y1
         END,
         -1006632960
       ),
       1006632960
     ) AS BIGINT) AS __x1
-  FROM __totals
+  FROM (
+    SELECT
+      __u,
+      __k0,
+      __n,
+      CAST(__c0 AS INT128) AS __y0,
+      (
+        CAST(__s0 AS INT128) - 335544320 * CAST(__c0 AS INT128)
+      ) AS __y1
+    FROM __totals
+  ) AS __w
 )
 SELECT
   0 AS __part,

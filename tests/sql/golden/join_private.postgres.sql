@@ -214,11 +214,11 @@ WITH __l1 AS (
           WHEN __n > 3
           THEN CASE
             WHEN (
-              CAST(__c0 AS DECIMAL(38, 0)) * 3
+              __y0 * 3
             ) >= 0
             THEN div((
               2 * (
-                CAST(__c0 AS DECIMAL(38, 0)) * 3
+                __y0 * 3
               ) + __n
             ), (
               2 * __n
@@ -226,14 +226,14 @@ WITH __l1 AS (
             ELSE -(
               div((
                 __n - 2 * (
-                  CAST(__c0 AS DECIMAL(38, 0)) * 3
+                  __y0 * 3
                 )
               ), (
                 2 * __n
               ))
             )
           END
-          ELSE CAST(__c0 AS DECIMAL(38, 0))
+          ELSE __y0
         END,
         0
       ),
@@ -245,46 +245,42 @@ WITH __l1 AS (
           WHEN __n > 3
           THEN CASE
             WHEN (
-              (
-                CAST(__s0 AS DECIMAL(38, 0)) - 335544320 * CAST(__c0 AS DECIMAL(38, 0))
-              ) * 3
+              __y1 * 3
             ) >= 0
-            THEN div(
-              (
-                2 * (
-                  (
-                    CAST(__s0 AS DECIMAL(38, 0)) - 335544320 * CAST(__c0 AS DECIMAL(38, 0))
-                  ) * 3
-                ) + __n
-              ),
-              (
-                2 * __n
-              )
-            )
+            THEN div((
+              2 * (
+                __y1 * 3
+              ) + __n
+            ), (
+              2 * __n
+            ))
             ELSE -(
-              div(
-                (
-                  __n - 2 * (
-                    (
-                      CAST(__s0 AS DECIMAL(38, 0)) - 335544320 * CAST(__c0 AS DECIMAL(38, 0))
-                    ) * 3
-                  )
-                ),
-                (
-                  2 * __n
+              div((
+                __n - 2 * (
+                  __y1 * 3
                 )
-              )
+              ), (
+                2 * __n
+              ))
             )
           END
-          ELSE (
-            CAST(__s0 AS DECIMAL(38, 0)) - 335544320 * CAST(__c0 AS DECIMAL(38, 0))
-          )
+          ELSE __y1
         END,
         -1006632960
       ),
       1006632960
     ) AS BIGINT) AS __x1
-  FROM __totals
+  FROM (
+    SELECT
+      __u,
+      __k0,
+      __n,
+      CAST(__c0 AS DECIMAL(38, 0)) AS __y0,
+      (
+        CAST(__s0 AS DECIMAL(38, 0)) - 335544320 * CAST(__c0 AS DECIMAL(38, 0))
+      ) AS __y1
+    FROM __totals
+  ) AS __w
 )
 SELECT
   0 AS __part,

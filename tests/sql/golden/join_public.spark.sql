@@ -55,11 +55,11 @@ WITH __l1 AS (
           WHEN __n > 3
           THEN CASE
             WHEN (
-              CAST(__s0 AS DECIMAL(38, 0)) * 3
+              __y0 * 3
             ) >= 0
             THEN (
               2 * (
-                CAST(__s0 AS DECIMAL(38, 0)) * 3
+                __y0 * 3
               ) + __n
             ) DIV (
               2 * __n
@@ -67,20 +67,27 @@ WITH __l1 AS (
             ELSE -(
               (
                 __n - 2 * (
-                  CAST(__s0 AS DECIMAL(38, 0)) * 3
+                  __y0 * 3
                 )
               ) DIV (
                 2 * __n
               )
             )
           END
-          ELSE CAST(__s0 AS DECIMAL(38, 0))
+          ELSE __y0
         END,
         0
       ),
       1006632960
     ) AS BIGINT) AS __x0
-  FROM __totals
+  FROM (
+    SELECT
+      __u,
+      __k0,
+      __n,
+      CAST(__s0 AS DECIMAL(38, 0)) AS __y0
+    FROM __totals
+  ) AS __w
 )
 SELECT
   0 AS __part,

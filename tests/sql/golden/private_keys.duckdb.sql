@@ -53,11 +53,11 @@ WITH __l1 AS (
           WHEN __n > 3
           THEN CASE
             WHEN (
-              CAST(__s0 AS INT128) * 3
+              __y0 * 3
             ) >= 0
             THEN (
               2 * (
-                CAST(__s0 AS INT128) * 3
+                __y0 * 3
               ) + __n
             ) // (
               2 * __n
@@ -65,20 +65,27 @@ WITH __l1 AS (
             ELSE -(
               (
                 __n - 2 * (
-                  CAST(__s0 AS INT128) * 3
+                  __y0 * 3
                 )
               ) // (
                 2 * __n
               )
             )
           END
-          ELSE CAST(__s0 AS INT128)
+          ELSE __y0
         END,
         0
       ),
       30
     ) AS BIGINT) AS __x0
-  FROM __totals
+  FROM (
+    SELECT
+      __u,
+      __k0,
+      __n,
+      CAST(__s0 AS INT128) AS __y0
+    FROM __totals
+  ) AS __w
 )
 SELECT
   0 AS __part,

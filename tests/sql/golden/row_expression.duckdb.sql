@@ -161,11 +161,11 @@ WITH __l1 AS (
           WHEN __n > 3
           THEN CASE
             WHEN (
-              CAST(__s0 AS INT128) * 3
+              __y0 * 3
             ) >= 0
             THEN (
               2 * (
-                CAST(__s0 AS INT128) * 3
+                __y0 * 3
               ) + __n
             ) // (
               2 * __n
@@ -173,14 +173,14 @@ WITH __l1 AS (
             ELSE -(
               (
                 __n - 2 * (
-                  CAST(__s0 AS INT128) * 3
+                  __y0 * 3
                 )
               ) // (
                 2 * __n
               )
             )
           END
-          ELSE CAST(__s0 AS INT128)
+          ELSE __y0
         END,
         0
       ),
@@ -192,11 +192,11 @@ WITH __l1 AS (
           WHEN __n > 3
           THEN CASE
             WHEN (
-              CAST(__c2 AS INT128) * 3
+              __y1 * 3
             ) >= 0
             THEN (
               2 * (
-                CAST(__c2 AS INT128) * 3
+                __y1 * 3
               ) + __n
             ) // (
               2 * __n
@@ -204,14 +204,14 @@ WITH __l1 AS (
             ELSE -(
               (
                 __n - 2 * (
-                  CAST(__c2 AS INT128) * 3
+                  __y1 * 3
                 )
               ) // (
                 2 * __n
               )
             )
           END
-          ELSE CAST(__c2 AS INT128)
+          ELSE __y1
         END,
         0
       ),
@@ -223,11 +223,11 @@ WITH __l1 AS (
           WHEN __n > 3
           THEN CASE
             WHEN (
-              CAST(__s1 AS INT128) * 3
+              __y2 * 3
             ) >= 0
             THEN (
               2 * (
-                CAST(__s1 AS INT128) * 3
+                __y2 * 3
               ) + __n
             ) // (
               2 * __n
@@ -235,20 +235,28 @@ WITH __l1 AS (
             ELSE -(
               (
                 __n - 2 * (
-                  CAST(__s1 AS INT128) * 3
+                  __y2 * 3
                 )
               ) // (
                 2 * __n
               )
             )
           END
-          ELSE CAST(__s1 AS INT128)
+          ELSE __y2
         END,
         0
       ),
       2013265920
     ) AS BIGINT) AS __x2
-  FROM __totals
+  FROM (
+    SELECT
+      __u,
+      __n,
+      CAST(__s0 AS INT128) AS __y0,
+      CAST(__c2 AS INT128) AS __y1,
+      CAST(__s1 AS INT128) AS __y2
+    FROM __totals
+  ) AS __w
 )
 SELECT
   0 AS __part,

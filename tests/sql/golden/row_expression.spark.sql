@@ -164,11 +164,11 @@ WITH __l1 AS (
           WHEN __n > 3
           THEN CASE
             WHEN (
-              CAST(__s0 AS DECIMAL(38, 0)) * 3
+              __y0 * 3
             ) >= 0
             THEN (
               2 * (
-                CAST(__s0 AS DECIMAL(38, 0)) * 3
+                __y0 * 3
               ) + __n
             ) DIV (
               2 * __n
@@ -176,14 +176,14 @@ WITH __l1 AS (
             ELSE -(
               (
                 __n - 2 * (
-                  CAST(__s0 AS DECIMAL(38, 0)) * 3
+                  __y0 * 3
                 )
               ) DIV (
                 2 * __n
               )
             )
           END
-          ELSE CAST(__s0 AS DECIMAL(38, 0))
+          ELSE __y0
         END,
         0
       ),
@@ -195,11 +195,11 @@ WITH __l1 AS (
           WHEN __n > 3
           THEN CASE
             WHEN (
-              CAST(__c2 AS DECIMAL(38, 0)) * 3
+              __y1 * 3
             ) >= 0
             THEN (
               2 * (
-                CAST(__c2 AS DECIMAL(38, 0)) * 3
+                __y1 * 3
               ) + __n
             ) DIV (
               2 * __n
@@ -207,14 +207,14 @@ WITH __l1 AS (
             ELSE -(
               (
                 __n - 2 * (
-                  CAST(__c2 AS DECIMAL(38, 0)) * 3
+                  __y1 * 3
                 )
               ) DIV (
                 2 * __n
               )
             )
           END
-          ELSE CAST(__c2 AS DECIMAL(38, 0))
+          ELSE __y1
         END,
         0
       ),
@@ -226,11 +226,11 @@ WITH __l1 AS (
           WHEN __n > 3
           THEN CASE
             WHEN (
-              CAST(__s1 AS DECIMAL(38, 0)) * 3
+              __y2 * 3
             ) >= 0
             THEN (
               2 * (
-                CAST(__s1 AS DECIMAL(38, 0)) * 3
+                __y2 * 3
               ) + __n
             ) DIV (
               2 * __n
@@ -238,20 +238,28 @@ WITH __l1 AS (
             ELSE -(
               (
                 __n - 2 * (
-                  CAST(__s1 AS DECIMAL(38, 0)) * 3
+                  __y2 * 3
                 )
               ) DIV (
                 2 * __n
               )
             )
           END
-          ELSE CAST(__s1 AS DECIMAL(38, 0))
+          ELSE __y2
         END,
         0
       ),
       2013265920
     ) AS BIGINT) AS __x2
-  FROM __totals
+  FROM (
+    SELECT
+      __u,
+      __n,
+      CAST(__s0 AS DECIMAL(38, 0)) AS __y0,
+      CAST(__c2 AS DECIMAL(38, 0)) AS __y1,
+      CAST(__s1 AS DECIMAL(38, 0)) AS __y2
+    FROM __totals
+  ) AS __w
 )
 SELECT
   0 AS __part,

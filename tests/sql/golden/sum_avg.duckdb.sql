@@ -83,11 +83,11 @@ WITH __l1 AS (
           WHEN __n > 3
           THEN CASE
             WHEN (
-              CAST(__s0 AS INT128) * 3
+              __y0 * 3
             ) >= 0
             THEN (
               2 * (
-                CAST(__s0 AS INT128) * 3
+                __y0 * 3
               ) + __n
             ) // (
               2 * __n
@@ -95,14 +95,14 @@ WITH __l1 AS (
             ELSE -(
               (
                 __n - 2 * (
-                  CAST(__s0 AS INT128) * 3
+                  __y0 * 3
                 )
               ) // (
                 2 * __n
               )
             )
           END
-          ELSE CAST(__s0 AS INT128)
+          ELSE __y0
         END,
         0
       ),
@@ -114,11 +114,11 @@ WITH __l1 AS (
           WHEN __n > 3
           THEN CASE
             WHEN (
-              CAST(__c0 AS INT128) * 3
+              __y1 * 3
             ) >= 0
             THEN (
               2 * (
-                CAST(__c0 AS INT128) * 3
+                __y1 * 3
               ) + __n
             ) // (
               2 * __n
@@ -126,14 +126,14 @@ WITH __l1 AS (
             ELSE -(
               (
                 __n - 2 * (
-                  CAST(__c0 AS INT128) * 3
+                  __y1 * 3
                 )
               ) // (
                 2 * __n
               )
             )
           END
-          ELSE CAST(__c0 AS INT128)
+          ELSE __y1
         END,
         0
       ),
@@ -145,15 +145,11 @@ WITH __l1 AS (
           WHEN __n > 3
           THEN CASE
             WHEN (
-              (
-                CAST(__s0 AS INT128) - 671088640 * CAST(__c0 AS INT128)
-              ) * 3
+              __y2 * 3
             ) >= 0
             THEN (
               2 * (
-                (
-                  CAST(__s0 AS INT128) - 671088640 * CAST(__c0 AS INT128)
-                ) * 3
+                __y2 * 3
               ) + __n
             ) // (
               2 * __n
@@ -161,24 +157,30 @@ WITH __l1 AS (
             ELSE -(
               (
                 __n - 2 * (
-                  (
-                    CAST(__s0 AS INT128) - 671088640 * CAST(__c0 AS INT128)
-                  ) * 3
+                  __y2 * 3
                 )
               ) // (
                 2 * __n
               )
             )
           END
-          ELSE (
-            CAST(__s0 AS INT128) - 671088640 * CAST(__c0 AS INT128)
-          )
+          ELSE __y2
         END,
         -2013265920
       ),
       2013265920
     ) AS BIGINT) AS __x2
-  FROM __totals
+  FROM (
+    SELECT
+      __u,
+      __n,
+      CAST(__s0 AS INT128) AS __y0,
+      CAST(__c0 AS INT128) AS __y1,
+      (
+        CAST(__s0 AS INT128) - 671088640 * CAST(__c0 AS INT128)
+      ) AS __y2
+    FROM __totals
+  ) AS __w
 )
 SELECT
   0 AS __part,

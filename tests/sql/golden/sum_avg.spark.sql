@@ -89,11 +89,11 @@ WITH __l1 AS (
           WHEN __n > 3
           THEN CASE
             WHEN (
-              CAST(__s0 AS DECIMAL(38, 0)) * 3
+              __y0 * 3
             ) >= 0
             THEN (
               2 * (
-                CAST(__s0 AS DECIMAL(38, 0)) * 3
+                __y0 * 3
               ) + __n
             ) DIV (
               2 * __n
@@ -101,14 +101,14 @@ WITH __l1 AS (
             ELSE -(
               (
                 __n - 2 * (
-                  CAST(__s0 AS DECIMAL(38, 0)) * 3
+                  __y0 * 3
                 )
               ) DIV (
                 2 * __n
               )
             )
           END
-          ELSE CAST(__s0 AS DECIMAL(38, 0))
+          ELSE __y0
         END,
         0
       ),
@@ -120,11 +120,11 @@ WITH __l1 AS (
           WHEN __n > 3
           THEN CASE
             WHEN (
-              CAST(__c0 AS DECIMAL(38, 0)) * 3
+              __y1 * 3
             ) >= 0
             THEN (
               2 * (
-                CAST(__c0 AS DECIMAL(38, 0)) * 3
+                __y1 * 3
               ) + __n
             ) DIV (
               2 * __n
@@ -132,14 +132,14 @@ WITH __l1 AS (
             ELSE -(
               (
                 __n - 2 * (
-                  CAST(__c0 AS DECIMAL(38, 0)) * 3
+                  __y1 * 3
                 )
               ) DIV (
                 2 * __n
               )
             )
           END
-          ELSE CAST(__c0 AS DECIMAL(38, 0))
+          ELSE __y1
         END,
         0
       ),
@@ -151,15 +151,11 @@ WITH __l1 AS (
           WHEN __n > 3
           THEN CASE
             WHEN (
-              (
-                CAST(__s0 AS DECIMAL(38, 0)) - 671088640 * CAST(__c0 AS DECIMAL(38, 0))
-              ) * 3
+              __y2 * 3
             ) >= 0
             THEN (
               2 * (
-                (
-                  CAST(__s0 AS DECIMAL(38, 0)) - 671088640 * CAST(__c0 AS DECIMAL(38, 0))
-                ) * 3
+                __y2 * 3
               ) + __n
             ) DIV (
               2 * __n
@@ -167,24 +163,30 @@ WITH __l1 AS (
             ELSE -(
               (
                 __n - 2 * (
-                  (
-                    CAST(__s0 AS DECIMAL(38, 0)) - 671088640 * CAST(__c0 AS DECIMAL(38, 0))
-                  ) * 3
+                  __y2 * 3
                 )
               ) DIV (
                 2 * __n
               )
             )
           END
-          ELSE (
-            CAST(__s0 AS DECIMAL(38, 0)) - 671088640 * CAST(__c0 AS DECIMAL(38, 0))
-          )
+          ELSE __y2
         END,
         -2013265920
       ),
       2013265920
     ) AS BIGINT) AS __x2
-  FROM __totals
+  FROM (
+    SELECT
+      __u,
+      __n,
+      CAST(__s0 AS DECIMAL(38, 0)) AS __y0,
+      CAST(__c0 AS DECIMAL(38, 0)) AS __y1,
+      (
+        CAST(__s0 AS DECIMAL(38, 0)) - 671088640 * CAST(__c0 AS DECIMAL(38, 0))
+      ) AS __y2
+    FROM __totals
+  ) AS __w
 )
 SELECT
   0 AS __part,

@@ -128,11 +128,11 @@ WITH __l1 AS (
           WHEN __n > 3
           THEN CASE
             WHEN (
-              CAST(__c0 AS INT128) * 3
+              __y0 * 3
             ) >= 0
             THEN (
               2 * (
-                CAST(__c0 AS INT128) * 3
+                __y0 * 3
               ) + __n
             ) // (
               2 * __n
@@ -140,14 +140,14 @@ WITH __l1 AS (
             ELSE -(
               (
                 __n - 2 * (
-                  CAST(__c0 AS INT128) * 3
+                  __y0 * 3
                 )
               ) // (
                 2 * __n
               )
             )
           END
-          ELSE CAST(__c0 AS INT128)
+          ELSE __y0
         END,
         0
       ),
@@ -159,15 +159,11 @@ WITH __l1 AS (
           WHEN __n > 3
           THEN CASE
             WHEN (
-              (
-                CAST(__s0 AS INT128) - 671088640 * CAST(__c0 AS INT128)
-              ) * 3
+              __y1 * 3
             ) >= 0
             THEN (
               2 * (
-                (
-                  CAST(__s0 AS INT128) - 671088640 * CAST(__c0 AS INT128)
-                ) * 3
+                __y1 * 3
               ) + __n
             ) // (
               2 * __n
@@ -175,18 +171,14 @@ WITH __l1 AS (
             ELSE -(
               (
                 __n - 2 * (
-                  (
-                    CAST(__s0 AS INT128) - 671088640 * CAST(__c0 AS INT128)
-                  ) * 3
+                  __y1 * 3
                 )
               ) // (
                 2 * __n
               )
             )
           END
-          ELSE (
-            CAST(__s0 AS INT128) - 671088640 * CAST(__c0 AS INT128)
-          )
+          ELSE __y1
         END,
         -2013265920
       ),
@@ -198,11 +190,11 @@ WITH __l1 AS (
           WHEN __n > 3
           THEN CASE
             WHEN (
-              CAST(__s1 AS INT128) * 3
+              __y2 * 3
             ) >= 0
             THEN (
               2 * (
-                CAST(__s1 AS INT128) * 3
+                __y2 * 3
               ) + __n
             ) // (
               2 * __n
@@ -210,20 +202,30 @@ WITH __l1 AS (
             ELSE -(
               (
                 __n - 2 * (
-                  CAST(__s1 AS INT128) * 3
+                  __y2 * 3
                 )
               ) // (
                 2 * __n
               )
             )
           END
-          ELSE CAST(__s1 AS INT128)
+          ELSE __y2
         END,
         0
       ),
       1258291200
     ) AS BIGINT) AS __x2
-  FROM __totals
+  FROM (
+    SELECT
+      __u,
+      __n,
+      CAST(__c0 AS INT128) AS __y0,
+      (
+        CAST(__s0 AS INT128) - 671088640 * CAST(__c0 AS INT128)
+      ) AS __y1,
+      CAST(__s1 AS INT128) AS __y2
+    FROM __totals
+  ) AS __w
 )
 SELECT
   0 AS __part,

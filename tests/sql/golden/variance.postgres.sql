@@ -157,11 +157,11 @@ WITH __l1 AS (
           WHEN __n > 3
           THEN CASE
             WHEN (
-              CAST(__c0 AS DECIMAL(38, 0)) * 3
+              __y0 * 3
             ) >= 0
             THEN div((
               2 * (
-                CAST(__c0 AS DECIMAL(38, 0)) * 3
+                __y0 * 3
               ) + __n
             ), (
               2 * __n
@@ -169,14 +169,14 @@ WITH __l1 AS (
             ELSE -(
               div((
                 __n - 2 * (
-                  CAST(__c0 AS DECIMAL(38, 0)) * 3
+                  __y0 * 3
                 )
               ), (
                 2 * __n
               ))
             )
           END
-          ELSE CAST(__c0 AS DECIMAL(38, 0))
+          ELSE __y0
         END,
         0
       ),
@@ -188,40 +188,26 @@ WITH __l1 AS (
           WHEN __n > 3
           THEN CASE
             WHEN (
-              (
-                CAST(__s0 AS DECIMAL(38, 0)) - 671088640 * CAST(__c0 AS DECIMAL(38, 0))
-              ) * 3
+              __y1 * 3
             ) >= 0
-            THEN div(
-              (
-                2 * (
-                  (
-                    CAST(__s0 AS DECIMAL(38, 0)) - 671088640 * CAST(__c0 AS DECIMAL(38, 0))
-                  ) * 3
-                ) + __n
-              ),
-              (
-                2 * __n
-              )
-            )
+            THEN div((
+              2 * (
+                __y1 * 3
+              ) + __n
+            ), (
+              2 * __n
+            ))
             ELSE -(
-              div(
-                (
-                  __n - 2 * (
-                    (
-                      CAST(__s0 AS DECIMAL(38, 0)) - 671088640 * CAST(__c0 AS DECIMAL(38, 0))
-                    ) * 3
-                  )
-                ),
-                (
-                  2 * __n
+              div((
+                __n - 2 * (
+                  __y1 * 3
                 )
-              )
+              ), (
+                2 * __n
+              ))
             )
           END
-          ELSE (
-            CAST(__s0 AS DECIMAL(38, 0)) - 671088640 * CAST(__c0 AS DECIMAL(38, 0))
-          )
+          ELSE __y1
         END,
         -2013265920
       ),
@@ -233,11 +219,11 @@ WITH __l1 AS (
           WHEN __n > 3
           THEN CASE
             WHEN (
-              CAST(__s1 AS DECIMAL(38, 0)) * 3
+              __y2 * 3
             ) >= 0
             THEN div((
               2 * (
-                CAST(__s1 AS DECIMAL(38, 0)) * 3
+                __y2 * 3
               ) + __n
             ), (
               2 * __n
@@ -245,20 +231,30 @@ WITH __l1 AS (
             ELSE -(
               div((
                 __n - 2 * (
-                  CAST(__s1 AS DECIMAL(38, 0)) * 3
+                  __y2 * 3
                 )
               ), (
                 2 * __n
               ))
             )
           END
-          ELSE CAST(__s1 AS DECIMAL(38, 0))
+          ELSE __y2
         END,
         0
       ),
       1258291200
     ) AS BIGINT) AS __x2
-  FROM __totals
+  FROM (
+    SELECT
+      __u,
+      __n,
+      CAST(__c0 AS DECIMAL(38, 0)) AS __y0,
+      (
+        CAST(__s0 AS DECIMAL(38, 0)) - 671088640 * CAST(__c0 AS DECIMAL(38, 0))
+      ) AS __y1,
+      CAST(__s1 AS DECIMAL(38, 0)) AS __y2
+    FROM __totals
+  ) AS __w
 )
 SELECT
   0 AS __part,

@@ -25,7 +25,12 @@ WITH __l1 AS (
   SELECT
     __u,
     least(__n, 3) AS __n
-  FROM __totals
+  FROM (
+    SELECT
+      __u,
+      __n
+    FROM __totals
+  ) AS __w
 )
 SELECT
   0 AS __part,

@@ -1010,10 +1010,12 @@ def compile_plan(
 
     def kept(totals: str) -> None:
         """``__kept``: the scaled contributions of the partitions of ``totals``."""
+        wide = [_alias(_numerator(caps, o), f"__y{i}") for i, o in enumerate(kept_outputs)]
+        inner = _select([*_refs([*group_uk, "__n"]), *wide], _table(totals))
         cols: list[exp.Expression] = [*_refs(group_uk)]
         cols.append(_alias(_least(_ref("__n"), _int(r)), "__n"))
-        cols += [_alias(_scaled(caps, o, r), o.name) for o in kept_outputs]
-        cte("__kept", _select(cols, _table(totals)))
+        cols += [_alias(_scaled(f"__y{i}", o, r), o.name) for i, o in enumerate(kept_outputs)]
+        cte("__kept", _select(cols, _subquery(inner, "__w")))
 
     def separate_totals(rows: str) -> exp.Select:
         """Per (unit, partition) of ``rows``: ``__n`` and each needed column, unpacked."""
@@ -1346,14 +1348,8 @@ def _kept_outputs(
     return outputs
 
 
-def _scaled(caps: Capabilities, o: KeptOutput, r: int) -> exp.Expression:
-    """A partition's contribution, as BIGINT.
-
-    Its total if it has at most ``r`` rows, else the expected total of a uniform ``r``-row
-    subset, ``round(total·r / n)`` (half away from zero), in an exact wide integer; clamped
-    to ``[o.low, o.high]``, which the arithmetic already guarantees (``|total| ≤ n·max``), so
-    that no packing or overflow mistake can exceed the sensitivity.
-    """
+def _numerator(caps: Capabilities, o: KeptOutput) -> exp.Expression:
+    """A partition's total for ``o`` (``total − centre·count``) in an exact wide integer."""
     wide = exp.DataType.build(caps.wide_integer)
 
     def w(column: str) -> exp.Expression:
@@ -1361,29 +1357,36 @@ def _scaled(caps: Capabilities, o: KeptOutput, r: int) -> exp.Expression:
 
     if o.total is None:
         assert o.count is not None
-        num = w(o.count)
-    elif o.count is None:
-        num = w(o.total)
-    else:
-        scaled_count = exp.Mul(this=_int(o.centre), expression=w(o.count))
-        num = _paren(exp.Sub(this=w(o.total), expression=scaled_count))
+        return w(o.count)
+    if o.count is None:
+        return w(o.total)
+    scaled_count = exp.Mul(this=_int(o.centre), expression=w(o.count))
+    return _paren(exp.Sub(this=w(o.total), expression=scaled_count))
+
+
+def _scaled(total: str, o: KeptOutput, r: int) -> exp.Expression:
+    """A partition's contribution from its wide ``total`` column, as BIGINT.
+
+    The total itself if the partition has at most ``r`` rows, else the expected total of a
+    uniform ``r``-row subset, ``round(total·r / n)`` (half away from zero, exact); clamped to
+    ``[o.low, o.high]``, which the arithmetic already guarantees (``|total| ≤ n·max``), so
+    that no packing or overflow mistake can exceed the sensitivity.
+    """
     n = _ref("__n")
-    x = _paren(exp.Mul(this=num.copy(), expression=_int(r)))
-    twice = _paren(exp.Mul(this=_int(2), expression=n.copy()))
 
-    def div(a: exp.Expression) -> exp.Expression:
-        return exp.IntDiv(this=_paren(a), expression=twice.copy())
+    def x() -> exp.Expression:
+        return _paren(exp.Mul(this=_ref(total), expression=_int(r)))
 
-    up = div(exp.Add(this=exp.Mul(this=_int(2), expression=x.copy()), expression=n.copy()))
-    down = exp.Neg(
-        this=_paren(
-            div(exp.Sub(this=n.copy(), expression=exp.Mul(this=_int(2), expression=x.copy())))
+    def halves(a: exp.Expression) -> exp.Expression:  # a // (2·n)
+        return exp.IntDiv(
+            this=_paren(a), expression=_paren(exp.Mul(this=_int(2), expression=n.copy()))
         )
-    )
-    rounded = _case([(exp.GTE(this=x.copy(), expression=_int(0)), up)], down)
-    value = _case([(exp.GT(this=n.copy(), expression=_int(r)), rounded)], num)
-    bounded = _least(_greatest(value, _int(o.low)), _int(o.high))
-    return _cast(bounded, _T.BIGINT)
+
+    up = halves(exp.Add(this=exp.Mul(this=_int(2), expression=x()), expression=n.copy()))
+    down = halves(exp.Sub(this=n.copy(), expression=exp.Mul(this=_int(2), expression=x())))
+    rounded = _case([(exp.GTE(this=x(), expression=_int(0)), up)], exp.Neg(this=_paren(down)))
+    value = _case([(exp.GT(this=n.copy(), expression=_int(r)), rounded)], _ref(total))
+    return _cast(_least(_greatest(value, _int(o.low)), _int(o.high)), _T.BIGINT)
 
 
 def clamp_bigint(expr: exp.Expression) -> exp.Expression:
