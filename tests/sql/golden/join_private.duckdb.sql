@@ -90,7 +90,8 @@ WITH __l1 AS (
 ), __giant AS (
   SELECT
     __u,
-    __k0
+    __k0,
+    __n
   FROM __capped
   WHERE
     __n >= 65536
@@ -153,6 +154,17 @@ WITH __l1 AS (
     ON __t."uid" IS NOT DISTINCT FROM __r.__u AND __t."g" IS NOT DISTINCT FROM __r.__k0
   WHERE
     __t."uid" IS NOT NULL
+), __gl1 AS (
+  SELECT
+    __u,
+    __k0,
+    count(*) AS __n,
+    count(__v0) AS __c0,
+    CAST(least(greatest(coalesce(sum(__v0), 0), -4611686018427387903), 4611686018427387903) AS BIGINT) AS __s0
+  FROM __grows
+  GROUP BY
+    __u,
+    __k0
 ), __totals AS (
   SELECT
     __u,
@@ -169,15 +181,14 @@ WITH __l1 AS (
     NOT __n >= 65536
   UNION ALL
   SELECT
-    __u,
-    __k0,
-    count(*) AS __n,
-    count(__v0) AS __c0,
-    CAST(least(greatest(coalesce(sum(__v0), 0), -4611686018427387903), 4611686018427387903) AS BIGINT) AS __s0
-  FROM __grows
-  GROUP BY
-    __u,
-    __k0
+    __g.__u,
+    __g.__k0,
+    __c.__n,
+    __g.__c0,
+    __g.__s0
+  FROM __gl1 AS __g
+  INNER JOIN __giant AS __c
+    ON __g.__u IS NOT DISTINCT FROM __c.__u AND __g.__k0 IS NOT DISTINCT FROM __c.__k0
 ), __kept AS (
   SELECT
     __u,

@@ -33,7 +33,8 @@ WITH __l1 AS (
   FROM __l1
 ), __giant AS (
   SELECT
-    __u
+    __u,
+    __n
   FROM __capped
   WHERE
     __n >= 32768
@@ -54,6 +55,18 @@ WITH __l1 AS (
     ON __t.`uid` IS NOT DISTINCT FROM __r.__u
   WHERE
     __t.`uid` IS NOT NULL
+), __gl1 AS (
+  SELECT
+    __u,
+    count(*) AS __n,
+    CAST(least(
+      greatest(coalesce(sum(CAST(__v0 AS DECIMAL(38, 0))), 0), -4611686018427387903),
+      4611686018427387903
+    ) AS BIGINT) AS __s0,
+    count(__v0) AS __c0
+  FROM __grows
+  GROUP BY
+    __u
 ), __totals AS (
   SELECT
     __u,
@@ -69,16 +82,13 @@ WITH __l1 AS (
     NOT __n >= 32768
   UNION ALL
   SELECT
-    __u,
-    count(*) AS __n,
-    CAST(least(
-      greatest(coalesce(sum(CAST(__v0 AS DECIMAL(38, 0))), 0), -4611686018427387903),
-      4611686018427387903
-    ) AS BIGINT) AS __s0,
-    count(__v0) AS __c0
-  FROM __grows
-  GROUP BY
-    __u
+    __g.__u,
+    __c.__n,
+    __g.__s0,
+    __g.__c0
+  FROM __gl1 AS __g
+  INNER JOIN __giant AS __c
+    ON __g.__u IS NOT DISTINCT FROM __c.__u
 ), __kept AS (
   SELECT
     __u,

@@ -52,7 +52,9 @@ WITH __l1 AS (
   FROM __l1
 ), __giant AS (
   SELECT
-    __u
+    __u,
+    __n,
+    __s1
   FROM __capped
   WHERE
     __n >= 32768
@@ -67,33 +69,21 @@ WITH __l1 AS (
           ELSE least(greatest(CAST(__t."v" AS DOUBLE), CAST('0.0' AS DOUBLE)), CAST('20.0' AS DOUBLE))
         END
       ) * CAST('67108864.0' AS DOUBLE)
-    ) AS BIGINT) AS __v0,
-    CAST(round(
-      (
-        (
-          (
-            CASE
-              WHEN CAST(__t."v" AS DOUBLE) IS NULL OR isnan(CAST(__t."v" AS DOUBLE))
-              THEN NULL
-              ELSE least(greatest(CAST(__t."v" AS DOUBLE), CAST('0.0' AS DOUBLE)), CAST('20.0' AS DOUBLE))
-            END
-          ) - CAST('10.0' AS DOUBLE)
-        ) * (
-          (
-            CASE
-              WHEN CAST(__t."v" AS DOUBLE) IS NULL OR isnan(CAST(__t."v" AS DOUBLE))
-              THEN NULL
-              ELSE least(greatest(CAST(__t."v" AS DOUBLE), CAST('0.0' AS DOUBLE)), CAST('20.0' AS DOUBLE))
-            END
-          ) - CAST('10.0' AS DOUBLE)
-        )
-      ) * CAST('4194304.0' AS DOUBLE)
-    ) AS BIGINT) AS __v1
+    ) AS BIGINT) AS __v0
   FROM "__deniable_0" AS __t
   SEMI JOIN __giant AS __r
     ON __t."uid" IS NOT DISTINCT FROM __r.__u
   WHERE
     __t."uid" IS NOT NULL
+), __gl1 AS (
+  SELECT
+    __u,
+    count(*) AS __n,
+    count(__v0) AS __c0,
+    CAST(least(greatest(coalesce(sum(__v0), 0), -4611686018427387903), 4611686018427387903) AS BIGINT) AS __s0
+  FROM __grows
+  GROUP BY
+    __u
 ), __totals AS (
   SELECT
     __u,
@@ -110,14 +100,14 @@ WITH __l1 AS (
     NOT __n >= 32768
   UNION ALL
   SELECT
-    __u,
-    count(*) AS __n,
-    count(__v0) AS __c0,
-    CAST(least(greatest(coalesce(sum(__v0), 0), -4611686018427387903), 4611686018427387903) AS BIGINT) AS __s0,
-    CAST(least(greatest(coalesce(sum(__v1), 0), -4611686018427387903), 4611686018427387903) AS BIGINT) AS __s1
-  FROM __grows
-  GROUP BY
-    __u
+    __g.__u,
+    __c.__n,
+    __g.__c0,
+    __g.__s0,
+    __c.__s1
+  FROM __gl1 AS __g
+  INNER JOIN __giant AS __c
+    ON __g.__u IS NOT DISTINCT FROM __c.__u
 ), __kept AS (
   SELECT
     __u,

@@ -1017,10 +1017,15 @@ def compile_plan(
         cols += [_alias(_scaled(f"__y{i}", o, r), o.name) for i, o in enumerate(kept_outputs)]
         cte("__kept", _select(cols, _subquery(inner, "__w")))
 
-    def separate_totals(rows: str) -> exp.Select:
-        """Per (unit, partition) of ``rows``: ``__n`` and each needed column, unpacked."""
+    def separate_totals(rows: str, only: Sequence[str] | None = None) -> exp.Select:
+        """Per (unit, partition) of ``rows``: ``__n`` and each needed column.
+
+        Only those of the value columns ``only`` (default all), as separate sums and counts.
+        """
         aggs: list[exp.Expression] = [_alias(exp.Count(this=exp.Star()), "__n")]
         for (fn, a), col in needed.items():
+            if only is not None and a not in only:
+                continue
             agg = exp.Count(this=_ref(a)) if fn == "count" else clamp_bigint(_sum(caps, _ref(a)))
             aggs.append(_alias(agg, col))
         return _select([*_refs(group_uk), *aggs], _table(rows), group=_refs(group_uk))
@@ -1096,15 +1101,31 @@ def compile_plan(
         if packed:
             # A packed count is exact below 2^bits rows; partitions with more (a unit with
             # hundreds of thousands of rows in one group) are summed again from their rows.
+            # Only the packed columns are read again: the others are exact in __capped.
             giant = exp.GTE(this=_ref("__n"), expression=_int(2 ** min(packed.values())))
-            cte("__giant", _select(_refs(group_uk), _table("__capped"), where=giant))
-            reread("__grows", "__giant", sorted({a for _, a in needed}))
+            exact = [col for (_, a), col in needed.items() if a not in packed]
+            cte(
+                "__giant",
+                _select(_refs([*group_uk, "__n", *exact]), _table("__capped"), where=giant),
+            )
+            reread("__grows", "__giant", sorted(packed))
+            cte("__gl1", separate_totals("__grows", sorted(packed)))
+            same = _and(*(s.null_safe_eq(_ref(k, "__g"), _ref(k, "__c")) for k in group_uk))
+            resummed = _select(
+                [
+                    *(_ref(k, "__g") for k in group_uk),
+                    _ref("__n", "__c"),
+                    *(_ref(col, "__c" if col in exact else "__g") for col, _, _ in unpacked_spec),
+                ],
+                _table("__gl1", "__g"),
+            )
+            resummed.append("joins", exp.Join(this=_table("__giant", "__c"), on=same, kind="INNER"))
             cte(
                 "__totals",
                 _union_all(
                     [
                         _select(unpacked(), _table("__capped"), where=exp.Not(this=giant)),
-                        separate_totals("__grows"),
+                        resummed,
                     ]
                 ),
             )
