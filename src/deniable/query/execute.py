@@ -125,13 +125,10 @@ def execute(
         LedgerError: the ledger could not record the charge (nothing was released).
     """
     plan = program.plan
-    query_key = program.cache_key if cache_scope is None else f"{cache_scope}/{program.cache_key}"
-    stored = ledger.cached_answer(dataset, query_key)
-    if stored is not None:
-        cached = Answer.from_bytes(
-            stored, loss=zero_like(plan.loss), remaining=ledger.remaining(dataset), cached=True
-        )
-        return _named_as_asked(cached, plan)
+    query_key = replay_key(program, cache_scope)
+    replayed = replay(program, ledger, dataset=dataset, cache_scope=cache_scope)
+    if replayed is not None:
+        return replayed
     free = releases_nothing_private(plan)
     with nullcontext(None) if sample is None or free else sample.pending(plan.loss) as amplified:
         cost = plan.loss if amplified is None else _sampled_cost(plan, amplified)
@@ -170,6 +167,29 @@ def execute(
     if charge_id is not None:
         ledger.store_answer(charge_id, answer.to_bytes())
     return answer
+
+
+def replay_key(program: QueryProgram, cache_scope: str | None = None) -> str:
+    """The ledger's key of ``program``'s stored answer (see :func:`execute`)."""
+    return program.cache_key if cache_scope is None else f"{cache_scope}/{program.cache_key}"
+
+
+def replay(
+    program: QueryProgram, ledger: Ledger, *, dataset: str, cache_scope: str | None = None
+) -> Answer | None:
+    """The stored answer of the identical question asked before, or None; no privacy loss.
+
+    Reads the ledger only (no engine, no lock needed): the answer was released when it was
+    first charged, so replaying it releases nothing new.
+    """
+    stored = ledger.cached_answer(dataset, replay_key(program, cache_scope))
+    if stored is None:
+        return None
+    plan = program.plan
+    cached = Answer.from_bytes(
+        stored, loss=zero_like(plan.loss), remaining=ledger.remaining(dataset), cached=True
+    )
+    return _named_as_asked(cached, plan)
 
 
 def _named_as_asked(answer: Answer, plan: DPPlan) -> Answer:

@@ -48,6 +48,7 @@ from deniable.noise.source import RandomSource
 from deniable.query.answer import Answer
 from deniable.query.builder import Query
 from deniable.query.catalog import TableInfo
+from deniable.query.execute import replay, replay_key
 from deniable.query.program import QueryProgram
 from deniable.server.config import ConfigError, ServiceConfig
 from deniable.server.errors import (
@@ -367,11 +368,18 @@ class Service:
         session = self._session(dataset)
         program = session.compile(query, epsilon=epsilon, delta=delta, rho=rho, level=level)
         share = self._config.server.share_replays
-        query_key = program.cache_key if share else f"{principal.name}/{program.cache_key}"
+        scope = None if share else principal.name
+        query_key = replay_key(program, scope)
         if idempotency_key is not None:
             earlier = self._keyed_charge(dataset, principal.name, idempotency_key)
             if earlier is not None:
                 return self._replay(earlier, query_key, dataset, principal.name)
+        # A replay releases nothing new: served from the ledger without the dataset's lock.
+        replayed = replay(program, self._ledger, dataset=dataset, cache_scope=scope)
+        if replayed is not None:
+            return replayed.with_metadata(
+                remaining=self._ledger.remaining(dataset, analyst=principal.name)
+            )
         try:
             with self._locks[dataset]:
                 answer = session.execute(
