@@ -171,3 +171,19 @@ def test_a_file_broken_after_bind_fails_at_run_as_engine_error(tmp_path: Path) -
         assert_clean(caught.value)
     finally:
         engine.close()
+
+
+def test_memory_limit_threads_and_spill_directory_are_applied(tmp_path: Path) -> None:
+    engine = DuckDBEngine(threads=1, memory_limit="256MB", temp_directory=tmp_path / "spill")
+    settings = dict(
+        engine.connection.sql(
+            "SELECT name, value FROM duckdb_settings() "
+            "WHERE name IN ('threads', 'memory_limit', 'temp_directory')"
+        ).fetchall()
+    )
+    assert settings["threads"] == "1"
+    assert settings["temp_directory"] == str(tmp_path / "spill")
+    assert settings["memory_limit"].startswith("244") or "MiB" in settings["memory_limit"]
+    engine.close()
+    with pytest.raises(InvalidParameter):
+        DuckDBEngine(threads=0)

@@ -142,7 +142,10 @@ class DuckDBEngine:
 
     Args:
         threads: worker threads of the private connection (default: DuckDB's choice).
-        memory_limit: e.g. ``"4GB"`` (default: DuckDB's choice).
+        memory_limit: e.g. ``"4GB"`` (default: DuckDB's choice). Queries larger than this
+            spill their hash tables and sorts to ``temp_directory``.
+        temp_directory: where DuckDB spills (default: DuckDB's, ``.tmp`` in the current
+            directory for an in-memory database).
 
     Examples:
         >>> import pandas as pd
@@ -155,9 +158,18 @@ class DuckDBEngine:
 
     capabilities: ClassVar[Capabilities] = DUCKDB_CAPABILITIES
 
-    def __init__(self, *, threads: int | None = None, memory_limit: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        threads: int | None = None,
+        memory_limit: str | None = None,
+        temp_directory: str | os.PathLike[str] | None = None,
+    ) -> None:
         self._con = duckdb.connect(":memory:")
         self._con.execute("SET preserve_insertion_order = false")
+        if temp_directory is not None:
+            # where DuckDB spills what does not fit in memory_limit (hash tables, sorts)
+            self._con.execute(f"SET temp_directory = {quote_literal(os.fspath(temp_directory))}")
         if threads is not None:
             if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
                 raise InvalidParameter("threads must be a positive integer")
