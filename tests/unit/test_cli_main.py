@@ -59,7 +59,7 @@ def test_listing_commands_does_not_import_the_query_stack() -> None:
 
 def test_explain_errors_are_one_line_and_json_works() -> None:
     bad = CliRunner().invoke(main, ["explain", "1", "--prior", "2"])
-    assert bad.exit_code == 1 and bad.output.startswith("error: prior must be")
+    assert bad.exit_code == 2 and bad.output.startswith("error: prior must be")
     assert bad.output.count("\n") == 1
     good = CliRunner().invoke(main, ["explain", "1", "--json"])
     assert good.exit_code == 0 and '"posterior_high": 0.731' in good.output

@@ -24,10 +24,11 @@ import pandas as pd
 import pyarrow as pa
 
 from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho, show
-from deniable.errors import InternalError
+from deniable.errors import InternalError, InvalidParameter
 
 if TYPE_CHECKING:
     import polars as pl
+    from matplotlib.figure import Figure
     from rich.console import Console, ConsoleOptions, RenderResult
 
 _META_KEY = b"deniable.answer"
@@ -291,6 +292,31 @@ class Answer:
                 shown[c] = [format_number(v, grouping=False) for v in shown[c]]
         html = shown.to_html(index=False, na_rep="NULL")
         return f"{html}<p><small>{html_escape(self.summary())}</small></p>"
+
+    def plot(self, *, max_rows: int = 60) -> Figure:
+        """The answer's values with their confidence intervals as error bars (a Figure).
+
+        Post-processing of the released answer: costs nothing. Save it with
+        :func:`deniable.explain.plots.save` (``.png`` or ``.svg``).
+
+        Raises:
+            InvalidParameter: no value with an interval (e.g. only quantiles), or more than
+                ``max_rows`` rows.
+        """
+        from deniable.explain.plots import answer_figure
+
+        return answer_figure(
+            self._frame, title=self.metadata.query, caption=self.summary(), max_rows=max_rows
+        )
+
+    def _repr_png_(self) -> bytes | None:
+        """Error bars for notebooks; None (no image) when there is nothing to draw."""
+        from deniable.explain.plots import png_bytes
+
+        try:
+            return png_bytes(self.plot())
+        except InvalidParameter:
+            return None
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         from rich.table import Table
