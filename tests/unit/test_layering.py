@@ -38,6 +38,7 @@ LAYERS: dict[str, int] = {
     "curator": 3,
     "cli": 4,
     "server": 4,
+    "attacks": 4,  # drives a Session against unsafe baselines (the attack lab)
     "__init__": 4,  # the package root: an interface
     "demo": 4,  # an interface
     "__main__": 4,

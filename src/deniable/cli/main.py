@@ -16,6 +16,7 @@ from deniable.cli.common import EXIT_CODES_HELP
 
 SUBCOMMANDS = {
     "analyst": "deniable.cli.analyst",
+    "attack": "deniable.cli.attack",
     "anonymize": "deniable.cli.anonymize",
     "budget": "deniable.cli.budget",
     "demo": "deniable.cli.demo",
@@ -29,6 +30,7 @@ SUBCOMMANDS = {
 SHORT_HELP = {
     "analyst": "Add, list, revoke analysts and set their allowances.",
     "anonymize": "Safe k-anonymization with a DP guarantee.",
+    "attack": "Run an attack of the lab against unsafe systems and deniable.",
     "budget": "Cap, spent and remaining budget per dataset and analyst.",
     "demo": "Run the guided demo on a synthetic dataset.",
     "explain": "Explain what an ε lets an attacker learn.",
