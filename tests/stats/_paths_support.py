@@ -4,7 +4,7 @@ Row expressions, GROUP BY expressions, joins (public and private), ``COUNT(DISTI
 and flattened WITH/subqueries all end in the same release stage as plain queries; these
 helpers run a query on two neighbouring datasets through the test-only hooks (exact bounded
 aggregates with fixed secrets, nothing charged), and sample the plan's own mechanisms
-(:func:`deniable.query.release._additive`, the function the release path calls) many times
+(:func:`deniable.query.release.additive_release`, the function the release path calls) many times
 at once.
 
 Each sampled release is a vector over the public domain (one entry per measure and key). It
@@ -29,7 +29,7 @@ from deniable.curator.session import Session
 from deniable.noise.testing import SeededRandom
 from deniable.query.measures import Measure
 from deniable.query.plan import DPPlan
-from deniable.query.release import ExactAggregates, _additive
+from deniable.query.release import ExactAggregates, additive_release
 from deniable.query.testing import exact_aggregates, exact_for_plan
 
 I64 = npt.NDArray[np.int64]
@@ -132,7 +132,7 @@ def llr_samples(
     t = np.zeros(n)
     for j, (m, mn, (c, c2)) in enumerate(zip(plan.measures, measures, ref, strict=True)):
         x = np.tile(domain_vector(plan, exact, m), n)
-        y = np.asarray(_additive(mn, x, SeededRandom(1000 * seed + j)).value, dtype=np.int64)
+        y = np.asarray(additive_release(mn, x, SeededRandom(1000 * seed + j)).value, dtype=np.int64)
         y = y.reshape(n, -1)
         w = float(m.budget / m.sensitivity)
         t += w * (np.abs(y - c) - np.abs(y - c2)).sum(axis=1)

@@ -4,7 +4,7 @@
 the upper bound) in each of the five categories — far more than ``max_groups = 2`` partitions
 and ``max_rows = 3`` rows. The engine computes the exact bounded aggregates of both (through the
 test-only hook, same secrets); the noise is then sampled from the plan's own mechanisms
-(``release._additive``, the function the release path calls), many times at once.
+(``release.additive_release``, the function the release path calls), many times at once.
 
 Each release is a vector (counts and sums of five partitions). It is reduced to one number,
 the log-likelihood-ratio statistic ``T = Σ ε_i·(|y − c| − |y − c'|)/Δ_i`` computed from the
@@ -36,7 +36,7 @@ from deniable.accounting.loss import Epsilon
 from deniable.audit import estimate_epsilon
 from deniable.noise.testing import SeededRandom
 from deniable.query.plan import DPPlan
-from deniable.query.release import ExactAggregates, _additive
+from deniable.query.release import ExactAggregates, additive_release
 
 pytestmark = pytest.mark.stats
 
@@ -53,7 +53,7 @@ def _samples(plan: DPPlan, exact: ExactAggregates, ref: list, seed: int, *, nois
     for j, (m, (c, c2)) in enumerate(zip(plan.measures, ref, strict=True)):
         x = np.tile(domain_vector(plan, exact, m), N)
         noisy = dataclasses.replace(m, budget=m.budget * noise_factor)
-        y = _additive(noisy, x, SeededRandom(100 * seed + j)).value.reshape(N, -1)
+        y = additive_release(noisy, x, SeededRandom(100 * seed + j)).value.reshape(N, -1)
         w = float(m.budget / m.sensitivity)
         t += w * (np.abs(y - c) - np.abs(y - c2)).sum(axis=1)
     return t

@@ -8,7 +8,7 @@ clamped to the upper bound 100) in each of the five public categories — far mo
 discrete Gaussian noise with ``σ_j² = Δ_j²/(2ρ_j)``, ``Δ_j = √m·Δ_p`` the L2 sensitivity over
 the ``m = 2`` partitions a user may touch, ``Σ ρ_j = ρ``. The engine computes the exact bounded
 aggregates of both datasets (test-only hook, same secrets); the noise is drawn many times from
-the plan's own release function, ``release._additive`` — the one :func:`release.release` calls,
+the plan's own release function, ``release.additive_release`` — the one :func:`release.release` calls,
 which for ρ plans calls :func:`deniable.mechanisms.discrete_gaussian`.
 
 The statistic. Write the whole release as a vector ``y`` (20 coordinates ``i``: four measures
@@ -87,7 +87,7 @@ from deniable.accounting.loss import Rho
 from deniable.audit import EmpiricalLoss, Event, estimate_rho
 from deniable.noise.testing import SeededRandom
 from deniable.query.plan import DPPlan, Measure, l2_bound
-from deniable.query.release import ExactAggregates, _additive
+from deniable.query.release import ExactAggregates, additive_release
 
 pytestmark = pytest.mark.stats
 
@@ -134,7 +134,7 @@ def _statistic(
     for j, (m, (c, c2)) in enumerate(zip(plan.measures, pair, strict=True)):
         x = np.tile(domain_vector(plan, exact, m), N)
         noisy = dataclasses.replace(m, budget=m.budget * budget_factor)
-        rel = _additive(noisy, x, SeededRandom(1000 * seed + j))
+        rel = additive_release(noisy, x, SeededRandom(1000 * seed + j))
         y = np.asarray(rel.value, dtype=np.float64).reshape(N, -1)
         diff = (c2 - c).astype(np.float64)
         t += ((y - (c + c2) / 2.0) @ diff) / _sigma2(m)

@@ -343,6 +343,24 @@ def _estimate(
             max_cells=max_cells,
         )
         n_a, n_b = a.size - sel_a, b.size - sel_b
+    return _bound(tested, n_a, n_b, measure=measure, alpha=alpha, delta=delta)
+
+
+def _bound(
+    tested: Sequence[_Tested],
+    n_a: int,
+    n_b: int,
+    *,
+    measure: Measure,
+    alpha: float,
+    delta: float,
+) -> EmpiricalLoss:
+    """Clopper–Pearson bounds of the tested pairs, Bonferroni over ``2·len(tested)`` bounds.
+
+    ``tested`` must not depend on the counted data (fixed events, or events chosen on a
+    separate selection split): then ``P[lower > the true largest loss] ≤ alpha``.
+    """
+    stat = _epsilon_stat(float(delta)) if measure == "epsilon" else _rho_stat
     if not tested:
         return EmpiricalLoss(measure, 0.0, 0.0, float(alpha), float(delta), ())
     beta = alpha / (2 * len(tested))  # two one-sided bounds per tested pair
@@ -394,6 +412,43 @@ def _count_event(ev: Event, x: npt.NDArray[np.float64]) -> int:
     return int(inside.sum())
 
 
+def _score(
+    ra: Sequence[int],
+    rb: Sequence[int],
+    n_sel: tuple[int, int],
+    n_test: tuple[int, int],
+    *,
+    stat: Callable[[float, float], float],
+    alpha: float,
+    min_count: int,
+    max_events: int,
+    min_denominator: int | None = None,
+) -> list[tuple[float, int, Literal["a/b", "b/a"]]]:
+    """Score candidate events from their selection counts, best first.
+
+    Score: the bound a pair would get on the test part, by a normal approximation at the
+    Bonferroni level of ``max_events`` pairs. Only a heuristic: validity does not depend on
+    it. A direction is left out when its numerator event has fewer than ``min_count``
+    selection hits or its denominator event fewer than ``min_denominator`` (default
+    ``min_count``: well-populated events only). With ``min_denominator = 0`` an event never
+    seen on the other side is scored with one pseudo-hit there.
+    """
+    floor = min_count if min_denominator is None else min_denominator
+    z = NormalDist().inv_cdf(1.0 - alpha / (2 * max_events))
+    scored: list[tuple[float, int, Literal["a/b", "b/a"]]] = []
+    for i, (ca, cb) in enumerate(zip(ra, rb, strict=True)):
+        pa, pb = max(ca, 1) / n_sel[0], max(cb, 1) / n_sel[1]
+        sa = z * math.sqrt(pa * (1 - pa) / n_test[0])
+        sb = z * math.sqrt(pb * (1 - pb) / n_test[1])
+        if ca >= min_count and cb >= floor:
+            scored.append((stat(pa - sa, pb + sb), i, "a/b"))
+        if cb >= min_count and ca >= floor:
+            scored.append((stat(pb - sb, pa + sa), i, "b/a"))
+    scored = [s for s in scored if s[0] > -math.inf]
+    scored.sort(key=lambda s: s[0], reverse=True)
+    return scored
+
+
 def _select_and_count(
     part_a: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]],
     part_b: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]],
@@ -415,18 +470,16 @@ def _select_and_count(
     rb = _range_counts(cells.counts(sel_b), ranges)
     # Score: the bound a pair would get on the test part, by a normal approximation at the
     # Bonferroni level of max_events pairs. Only a heuristic: validity does not depend on it.
-    z = NormalDist().inv_cdf(1.0 - alpha / (2 * max_events))
-    scored: list[tuple[float, int, Literal["a/b", "b/a"]]] = []
-    for i, (ca, cb) in enumerate(zip(ra, rb, strict=True)):
-        if min(ca, cb) < min_count:
-            continue
-        pa, pb = ca / sel_a.size, cb / sel_b.size
-        sa = z * math.sqrt(pa * (1 - pa) / test_a.size)
-        sb = z * math.sqrt(pb * (1 - pb) / test_b.size)
-        scored.append((stat(pa - sa, pb + sb), i, "a/b"))
-        scored.append((stat(pb - sb, pa + sa), i, "b/a"))
-    scored = [s for s in scored if s[0] > -math.inf]
-    scored.sort(key=lambda s: s[0], reverse=True)
+    scored = _score(
+        ra,
+        rb,
+        (sel_a.size, sel_b.size),
+        (test_a.size, test_b.size),
+        stat=stat,
+        alpha=alpha,
+        min_count=min_count,
+        max_events=max_events,
+    )
     chosen = scored[:max_events]
     ta = _range_counts(cells.counts(test_a), [ranges[i] for _, i, _ in chosen])
     tb = _range_counts(cells.counts(test_b), [ranges[i] for _, i, _ in chosen])

@@ -178,14 +178,14 @@ def command(
         name, answer, ledger_shown = _query_config(config_path, dataset, sql, loss, analyst, level)
     else:
         assert data_path is not None
-        name = dataset or _stem(data_path)
+        name = dataset or table_name_of(data_path)
         answer, ledger_shown = _query_file(
             data_path,
             sql,
             loss,
             dataset=name,
             analyst=analyst or LOCAL_ANALYST,
-            table=table or _stem(data_path),
+            table=table or table_name_of(data_path),
             unit=unit,
             bounds=parse_bounds(bounds),
             keys=parse_keys(keys),
@@ -202,7 +202,8 @@ def command(
         _print_answer(answer, dataset=name, ledger=ledger_shown)
 
 
-def _stem(path: Path) -> str:
+def table_name_of(path: Path) -> str:
+    """The SQL table name a data file is queried under: its stem, made a safe identifier."""
     stem = path.name.split(".")[0]
     cleaned = "".join(c if c.isalnum() or c == "_" else "_" for c in stem)
     if not cleaned or cleaned[0].isdigit():

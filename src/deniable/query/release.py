@@ -159,7 +159,7 @@ def release(
     for meas in plan.measures:
         if meas.kind == "histogram":
             continue
-        rel = _additive(meas, meas.coarsen(values_of(meas.id)), source)
+        rel = additive_release(meas, meas.coarsen(values_of(meas.id)), source)
         releases[meas.id] = rel
         noisy[meas.id] = np.asarray(rel.value, dtype=np.int64)  # in units of 2^shift
     chosen: dict[str, I64] = {}
@@ -196,7 +196,13 @@ def release(
     return NoisyAnswer(keys=keys, columns=columns, released=released, selected=selected)
 
 
-def _additive(meas: Measure, values: I64, source: RandomSource | None) -> Release:
+def additive_release(meas: Measure, values: I64, source: RandomSource | None) -> Release:
+    """Noise on one additive measure's exact integers, by the measure's own mechanism.
+
+    The one function the release path calls for counts and sums (the auditor and the
+    privacy tests call it too). Privacy loss: the measure's ``budget`` for its
+    ``sensitivity`` (ε-DP for the discrete Laplace, ρ-zCDP for the discrete Gaussian).
+    """
     if meas.mechanism == "geometric":
         return geometric(
             values, sensitivity=int(meas.sensitivity), epsilon=meas.budget, source=source
