@@ -1,6 +1,19 @@
-"""Explanations of what a privacy loss means: posterior bounds and plain-language text."""
+"""Explanations of what a privacy loss means: posterior bounds, plain-language text, figures.
 
-from deniable.explain.posterior import posterior_bounds
-from deniable.explain.text import explain_epsilon
+``explain(epsilon, delta=…, prior=…)`` returns an :class:`Explanation` (the sentence, the
+numbers, and the figure, shown inline in notebooks); :mod:`deniable.explain.plots` has every
+figure as a function.
+"""
 
-__all__ = ["explain_epsilon", "posterior_bounds"]
+from deniable.explain.explanation import Explanation, explain
+from deniable.explain.posterior import approx_posterior_bounds, posterior_bounds
+from deniable.explain.text import explain_epsilon, explain_loss
+
+__all__ = [
+    "Explanation",
+    "approx_posterior_bounds",
+    "explain",
+    "explain_epsilon",
+    "explain_loss",
+    "posterior_bounds",
+]
