@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from _postgres import load_postgres
 
 from deniable.engines.base import DUCKDB_CAPABILITIES, Capabilities, Engine
 from deniable.engines.duckdb import DuckDBEngine
@@ -119,8 +120,7 @@ def _portable_duckdb() -> EngineFactory:
 ENGINES: tuple[EngineSpec, ...] = (
     EngineSpec("duckdb", _duckdb),
     EngineSpec("duckdb-portable", _portable_duckdb),
-    # EngineSpec("postgres", _postgres),  # when deniable.engines.postgres lands
-    # EngineSpec("spark", _spark),  # when deniable.engines.spark lands
+    EngineSpec("postgres", load_postgres),
 )
 """Every engine the suite runs on (one parametrisation each)."""
 

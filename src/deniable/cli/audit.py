@@ -428,6 +428,11 @@ def command(
         ds = config.datasets[dataset]
         if ds.privacy_unit is None:
             raise click.UsageError("the dataset has no privacy unit to remove")
+        if not isinstance(ds.source, Path):
+            raise click.UsageError(
+                f"dataset {dataset!r} lives in PostgreSQL; the audit reads a CSV or Parquet "
+                "file: export a copy and pass it with --data FILE --unit COL"
+            )
         source_path, unit_col, table_name = ds.source, ds.privacy_unit, ds.table
         spec_bounds = dict(ds.bounds)
         spec_keys = {k: list(v) for k, v in ds.public_keys.items()}

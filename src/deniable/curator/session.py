@@ -89,7 +89,12 @@ class Session:
         dataset: the ledger's name for this dataset (its budget is shared by all sessions
             opened on the same ledger with this name, across processes).
         analyst: who is asking (recorded with every charge).
-        engine: the engine adapter (default: a private embedded DuckDB).
+        engine: the engine adapter of tables registered from files, DataFrames and DuckDB
+            objects (default: a private embedded DuckDB). Tables registered from a
+            ``postgresql://`` URL run in a PostgreSQL engine of that URL, which the session
+            opens (one per URL) and closes.
+        statement_timeout: seconds one generated statement may run in a PostgreSQL engine
+            the session opens (default 60).
         source: randomness for noise and the bounding orders (default: the OS CSPRNG;
             a seeded source is for tests only and triggers a PrivacyWarning).
 
@@ -120,6 +125,7 @@ class Session:
         analyst: str = "analyst",
         engine: Engine | None = None,
         source: RandomSource | None = None,
+        statement_timeout: float | None = None,
     ) -> None:
         if not isinstance(budget, Epsilon | EpsilonDelta | Rho):
             raise InvalidParameter("budget must be an Epsilon, EpsilonDelta or Rho")
@@ -143,6 +149,9 @@ class Session:
         self._analyst = analyst
         self._tables: dict[str, TableInfo] = {}
         self._bindings: dict[str, TableBinding] = {}
+        self._engines: dict[str, Engine] = {}  # each table's engine, by table name
+        self._opened: dict[str, Engine] = {}  # PostgreSQL engines the session opened, by URL
+        self._statement_timeout = statement_timeout
         self._samples: dict[str, SampleAccount] = {}
         try:
             self._ledger.register(dataset, budget)
@@ -164,13 +173,18 @@ class Session:
         public_keys: Mapping[str, Sequence[object]] | None = None,
         version: str | None = None,
         sample_rate: float | Fraction | None = None,
+        table: str | None = None,
     ) -> TableInfo:
         """Register a table. Its rows stay in the engine; only its schema is read here.
 
         Args:
             name: the name analysts use in ``FROM``.
             source: a Parquet/CSV path, a pandas or polars DataFrame, an Arrow table, a
-                DuckDB relation, or a DuckDB connection holding a table called ``name``.
+                DuckDB relation, a DuckDB connection holding a table called ``name``, or a
+                PostgreSQL URL ``postgresql://role@host:port/database`` with ``table``: the
+                rows stay in PostgreSQL, the bounded statement runs there (read-only, with
+                a statement timeout, as that role) and only per-group aggregates come back
+                (:mod:`deniable.engines.postgres`; needs the ``postgres`` extra).
             privacy_unit: the column identifying a person (user-level privacy); None means
                 each row is its own unit.
             bounds: clamping range ``(lower, upper)`` of numeric columns that may be summed,
@@ -191,6 +205,8 @@ class Session:
                 describe the sample (divide counts and sums by β to estimate the table's;
                 the intervals cover the noise, not the sampling error). Needs an ``Epsilon``
                 or ``EpsilonDelta`` budget. The sample lives as long as the session.
+            table: with a PostgreSQL URL, the table to read in place (``"events"`` or
+                ``"schema.events"``).
 
         Returns:
             The table's catalog entry (public metadata).
@@ -204,7 +220,8 @@ class Session:
         if any(n.lower() == name.lower() for n in self._tables):
             raise InvalidParameter(f"a table named {name!r} is already registered")
         rate = None if sample_rate is None else self._sample_rate(sample_rate)
-        binding = self._engine.bind(name, source, version=version)
+        engine, source = self._engine_for(source, table)
+        binding = engine.bind(name, source, version=version)
         columns = tuple(Column(c, t, kind_of(t)) for c, t in binding.columns)
         policy = make_policy(
             name,
@@ -221,12 +238,10 @@ class Session:
                 None
                 if unit is None
                 else unit_identity_sql(
-                    next(c for c in columns if c.name == unit), self._engine.capabilities
+                    next(c for c in columns if c.name == unit), engine.capabilities
                 )
             )
-            binding = self._engine.sample(
-                binding, rate=rate, identity=identity, source=self._source
-            )
+            binding = engine.sample(binding, rate=rate, identity=identity, source=self._source)
             self._samples[name] = SampleAccount(rate=rate)
         info = TableInfo(
             name=name,
@@ -237,7 +252,46 @@ class Session:
         )
         self._tables[name] = info
         self._bindings[name] = binding
+        self._engines[name] = engine
         return info
+
+    def _engine_for(self, source: object, table: str | None) -> tuple[Engine, object]:
+        """The engine of a source (a PostgreSQL URL: the URL's engine) and what it binds."""
+        if not _is_postgres_url(source):
+            if table is not None:
+                raise InvalidParameter(
+                    "table= names a table of a PostgreSQL source; give source as "
+                    "'postgresql://role@host:port/database'"
+                )
+            return self._engine, source
+        if table is None:
+            raise InvalidParameter(
+                "a PostgreSQL source needs table= (the table to read in place, e.g. "
+                "table='events' or table='analytics.events')"
+            )
+        assert isinstance(source, str)
+        return self._postgres(source), table
+
+    def _postgres(self, url: str) -> Engine:
+        """The session's PostgreSQL engine of ``url`` (opened on first use)."""
+        try:
+            from deniable.engines.postgres import DEFAULT_STATEMENT_TIMEOUT, PostgresEngine
+        except ImportError:
+            raise InvalidParameter(
+                "PostgreSQL sources need psycopg: pip install 'deniable[postgres]'"
+            ) from None
+        default = self._engine
+        if isinstance(default, PostgresEngine) and default.dsn == url:
+            return default
+        engine = self._opened.get(url)
+        if engine is None:
+            timeout = self._statement_timeout
+            engine = PostgresEngine(
+                url,
+                statement_timeout=DEFAULT_STATEMENT_TIMEOUT if timeout is None else timeout,
+            )
+            self._opened[url] = engine
+        return engine
 
     def add_public_table(
         self,
@@ -245,6 +299,7 @@ class Session:
         source: object,
         *,
         unique_key: str | Sequence[str] | None = None,
+        table: str | None = None,
     ) -> TableInfo:
         """Register a public lookup table (e.g. regions of states) that private tables join.
 
@@ -259,6 +314,8 @@ class Session:
             source: as for :meth:`add_table`.
             unique_key: the column(s) whose values are unique; checked against the data. By
                 default every single column that is unique and never NULL is a key.
+            table: with a PostgreSQL URL, the table to read (copied into a temporary table
+                of the connection: the role needs the TEMPORARY privilege).
 
         Raises:
             InvalidParameter: a duplicate name, an unknown column, a declared key that is not
@@ -268,7 +325,8 @@ class Session:
             raise InvalidParameter("name must be a non-empty string")
         if any(n.lower() == name.lower() for n in self._tables):
             raise InvalidParameter(f"a table named {name!r} is already registered")
-        binding = self._engine.materialize(self._engine.bind(name, source))
+        engine, source = self._engine_for(source, table)
+        binding = engine.materialize(engine.bind(name, source))
         columns = tuple(Column(c, t, kind_of(t)) for c, t in binding.columns)
         info = TableInfo(
             name=name,
@@ -284,7 +342,7 @@ class Session:
             ),
             version=binding.version,
         )
-        rows, distinct, non_null = self._public_profile(binding, columns)
+        rows, distinct, non_null = self._public_profile(engine, binding, columns)
         if rows > MAX_PUBLIC_ROWS:
             raise InvalidParameter(
                 f"public table {name!r} has more than {MAX_PUBLIC_ROWS} rows; a lookup table "
@@ -298,7 +356,9 @@ class Session:
             key = tuple(info.column(k).name for k in declared)
             if not key:
                 raise InvalidParameter("unique_key names no column")
-            if self._distinct_rows(binding, key) != rows or any(non_null[k] != rows for k in key):
+            if self._distinct_rows(engine, binding, key) != rows or any(
+                non_null[k] != rows for k in key
+            ):
                 raise InvalidParameter(
                     f"unique_key {key} of public table {name!r} is not unique (or holds NULL)"
                 )
@@ -306,7 +366,7 @@ class Session:
         else:
             keys = tuple(unique)
         domains = {
-            c.name: self._distinct_values(binding, c.name)
+            c.name: self._distinct_values(engine, binding, c.name)
             for c in columns
             if distinct[c.name] <= MAX_PUBLIC_KEYS and c.kind is not ColumnKind.OTHER
         }
@@ -315,10 +375,11 @@ class Session:
         )
         self._tables[name] = info
         self._bindings[name] = binding
+        self._engines[name] = engine
         return info
 
     def _public_profile(
-        self, binding: TableBinding, columns: tuple[Column, ...]
+        self, engine: Engine, binding: TableBinding, columns: tuple[Column, ...]
     ) -> tuple[int, dict[str, int], dict[str, int]]:
         """Rows, distinct and non-NULL values per column of a public table (public data)."""
         exprs: list[exp.Expression] = [exp.Count(this=exp.Star())]
@@ -327,23 +388,25 @@ class Session:
             exprs.append(exp.Count(this=exp.Distinct(expressions=[col])))
             exprs.append(exp.Count(this=col.copy()))
         query = exp.select(*exprs).from_(exp.Table(this=identifier(binding.name)))
-        row = self._engine.run(binding, query.sql(dialect=self._engine.capabilities.dialect))
+        row = engine.run(binding, query.sql(dialect=engine.capabilities.dialect))
         values = [int(row.column(i)[0].as_py()) for i in range(row.num_columns)]
         distinct = {c.name: values[1 + 2 * i] for i, c in enumerate(columns)}
         non_null = {c.name: values[2 + 2 * i] for i, c in enumerate(columns)}
         return values[0], distinct, non_null
 
-    def _distinct_rows(self, binding: TableBinding, key: tuple[str, ...]) -> int:
+    def _distinct_rows(self, engine: Engine, binding: TableBinding, key: tuple[str, ...]) -> int:
         sub = (
             exp.select(*(exp.Column(this=identifier(k)) for k in key))
             .distinct()
             .from_(exp.Table(this=identifier(binding.name)))
         )
         query = exp.select(exp.Count(this=exp.Star())).from_(sub.subquery("__d"))
-        out = self._engine.run(binding, query.sql(dialect=self._engine.capabilities.dialect))
+        out = engine.run(binding, query.sql(dialect=engine.capabilities.dialect))
         return int(out.column(0)[0].as_py())
 
-    def _distinct_values(self, binding: TableBinding, column: str) -> tuple[object, ...]:
+    def _distinct_values(
+        self, engine: Engine, binding: TableBinding, column: str
+    ) -> tuple[object, ...]:
         col = exp.Column(this=identifier(column))
         query = (
             exp.select(col)
@@ -351,7 +414,7 @@ class Session:
             .from_(exp.Table(this=identifier(binding.name)))
             .order_by(col.copy())
         )
-        out = self._engine.run(binding, query.sql(dialect=self._engine.capabilities.dialect))
+        out = engine.run(binding, query.sql(dialect=engine.capabilities.dialect))
         return tuple(out.column(0).to_pylist())
 
     def table(self, name: str) -> Query:
@@ -471,7 +534,8 @@ class Session:
         program = self.compile(query, **options)
         binding = self._bindings[program.table.name]
         joined = {n: b.name for n, b in self._joined(program.plan).items()}
-        compiled = program.statement(self._engine.capabilities, binding.name, Secrets(0, 0), joined)
+        caps = self._engines[program.table.name].capabilities
+        compiled = program.statement(caps, binding.name, Secrets(0, 0), joined)
         return json.dumps(program.plan.describe(), indent=2) + "\n\n" + compiled.sql
 
     def sql(
@@ -565,7 +629,7 @@ class Session:
             )
         return execute(
             program,
-            self._engine,
+            self._engines[name],
             self._ledger,
             dataset=self._dataset,
             analyst=self._analyst if analyst is None else analyst,
@@ -578,10 +642,19 @@ class Session:
         )
 
     def _joined(self, plan: DPPlan) -> dict[str, TableBinding]:
-        main = self._bindings[plan.query.table.name]
+        main_name = plan.query.table.name
+        main = self._bindings[main_name]
+        engine = self._engines[main_name]
         out = {j.table.name: self._bindings[j.table.name] for j in plan.query.joins}
         for name, binding in out.items():
-            if not self._engine.joinable(main, binding):
+            if self._engines[name] is not engine:
+                raise InvalidParameter(
+                    f"tables {main_name!r} and {name!r} live in different engines (e.g. one "
+                    "in PostgreSQL, the other in DuckDB, or two PostgreSQL URLs), so one "
+                    "query cannot join them: register both from the same source (for a "
+                    "PostgreSQL table, register its lookup tables from the same URL)"
+                )
+            if not engine.joinable(main, binding):
                 raise InvalidParameter(
                     f"tables {plan.query.table.name!r} and {name!r} live in different "
                     "databases of the engine (one was registered from your own DuckDB "
@@ -595,10 +668,14 @@ class Session:
     def _exact(self, plan: DPPlan, secrets: Secrets) -> tuple[CompiledQuery, ExactAggregates]:
         """Run the generated bounded aggregation (no noise, no charge). Internal only."""
         binding = self._bindings[plan.query.table.name]
-        return run_bounded(plan, self._engine, binding, secrets, self._joined(plan))
+        engine = self._engines[plan.query.table.name]
+        return run_bounded(plan, engine, binding, secrets, self._joined(plan))
 
     def close(self) -> None:
-        """Close the engine and ledger this session opened (caller-owned ones stay open)."""
+        """Close the engines and ledger this session opened (caller-owned ones stay open)."""
+        for opened in self._opened.values():
+            opened.close()
+        self._opened.clear()
         if self._owns_engine:
             self._engine.close()
         if self._owns_ledger:
@@ -609,3 +686,8 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _is_postgres_url(source: object) -> bool:
+    """Whether ``source`` is a PostgreSQL URL (checked without importing psycopg)."""
+    return isinstance(source, str) and source.lower().startswith(("postgresql://", "postgres://"))

@@ -21,6 +21,13 @@ One file names everything the curator decides before any analyst asks a question
     budget = { epsilon = 1.0 }            # or { epsilon = 1, delta = 1e-6 } or { rho = 0.5 }
     engine = "duckdb"
 
+    [datasets.events]                     # a table read in place in PostgreSQL
+    engine = "postgresql"
+    source = "postgresql://deniable_reader@db.internal:5432/shop"   # password: ~/.pgpass
+    table = "analytics.events"            # analysts write FROM events
+    privacy_unit = "user_id"
+    budget = { epsilon = 1.0 }
+
     [[datasets.students.public_tables]]
     name = "schools"
     source = "schools.csv"
@@ -49,8 +56,8 @@ from typing import Literal
 from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
 from deniable.errors import InvalidParameter
 
-Engine = Literal["duckdb"]
-ENGINES: tuple[str, ...] = ("duckdb",)
+Engine = Literal["duckdb", "postgresql"]
+ENGINES: tuple[str, ...] = ("duckdb", "postgresql")
 
 DEFAULT_RATE_PER_SECOND = 10.0
 DEFAULT_BURST = 50
@@ -85,8 +92,10 @@ class DatasetConfig:
 
     Attributes:
         name: the dataset's name in the ledger and in URLs.
-        source: absolute path of the private table's CSV/Parquet file.
-        table: the name analysts use in ``FROM`` (default: the dataset's name).
+        source: absolute path of the private table's CSV/Parquet file, or (engine
+            ``"postgresql"``) the database's URL ``postgresql://role@host:port/database``.
+        table: the name analysts use in ``FROM`` (default: the dataset's name); for
+            PostgreSQL the last part of :attr:`source_table`.
         privacy_unit: the column identifying a person, or None for row-level privacy.
         bounds: declared clamping ranges of numeric columns (public choices).
         max_groups: groups one person may contribute to per query (None: the default, 1).
@@ -94,11 +103,15 @@ class DatasetConfig:
         public_keys: declared domains of group-key columns (public).
         public_tables: lookup tables the private table may join.
         budget: the dataset's one total cap, shared by every analyst.
-        engine: the engine running the queries (only ``"duckdb"`` today).
+        engine: the engine running the queries: ``"duckdb"`` (files) or ``"postgresql"``
+            (the table is read in place; see :mod:`deniable.engines.postgres`).
+        source_table: PostgreSQL only: the table in the database (``"events"`` or
+            ``"schema.events"``), given as ``table`` in the file; pass it to
+            :meth:`~deniable.curator.session.Session.add_table` as ``table=``.
     """
 
     name: str
-    source: Path
+    source: Path | str
     table: str
     budget: PrivacyLoss
     privacy_unit: str | None = None
@@ -108,6 +121,7 @@ class DatasetConfig:
     public_keys: Mapping[str, tuple[object, ...]] = field(default_factory=dict)
     public_tables: tuple[PublicTableConfig, ...] = ()
     engine: Engine = "duckdb"
+    source_table: str | None = None
 
 
 @dataclass(frozen=True)
@@ -294,9 +308,21 @@ def _dataset(name: str, raw: Mapping[str, object], base: Path) -> DatasetConfig:
             f"{where}.budget is missing: write budget = {{ epsilon = 1.0 }} (or epsilon and "
             "delta, or rho): the dataset's total privacy budget, shared by all analysts"
         )
+    engine = raw.get("engine", "duckdb")
+    if engine not in ENGINES:
+        raise ConfigError(
+            f'{where}.engine: {engine!r} is not supported; write engine = "duckdb" or '
+            'engine = "postgresql"'
+        )
     table = raw.get("table", name)
     _name(table, f"{where}.table")
     assert isinstance(table, str)
+    source_table: str | None = None
+    source: Path | str
+    if engine == "postgresql":
+        source, source_table, table = _postgres_source(raw, where, name)
+    else:
+        source = _path(raw["source"], f"{where}.source", base, must_exist=True)
     unit = raw.get("privacy_unit")
     if unit is not None:
         _name(unit, f"{where}.privacy_unit")
@@ -330,6 +356,13 @@ def _dataset(name: str, raw: Mapping[str, object], base: Path) -> DatasetConfig:
         _keys(entry, key, {"name", "source", "unique_key"})
         if "name" not in entry or "source" not in entry:
             raise ConfigError(f'{key} needs name = "..." and source = "file.csv"')
+        if engine == "postgresql":
+            raise ConfigError(
+                f"{key}: public tables of a PostgreSQL dataset are not supported in the "
+                "configuration file yet (a file's table cannot be joined with a table that "
+                "stays in PostgreSQL); remove it, or keep the lookup table in PostgreSQL and "
+                "register it with Session.add_public_table(name, url, table=...)"
+            )
         _name(entry["name"], f"{key}.name")
         unique = entry.get("unique_key")
         if isinstance(unique, str):
@@ -347,12 +380,9 @@ def _dataset(name: str, raw: Mapping[str, object], base: Path) -> DatasetConfig:
                 unique_key=unique_key,
             )
         )
-    engine = raw.get("engine", "duckdb")
-    if engine not in ENGINES:
-        raise ConfigError(f'{where}.engine: {engine!r} is not supported; write engine = "duckdb"')
     return DatasetConfig(
         name=name,
-        source=_path(raw["source"], f"{where}.source", base, must_exist=True),
+        source=source,
         table=table,
         budget=_loss(raw["budget"], f"{where}.budget"),
         privacy_unit=unit if isinstance(unit, str) else None,
@@ -361,8 +391,31 @@ def _dataset(name: str, raw: Mapping[str, object], base: Path) -> DatasetConfig:
         max_rows=_count(raw.get("max_rows"), f"{where}.max_rows"),
         public_keys=MappingProxyType(keys),
         public_tables=tuple(public),
-        engine="duckdb",
+        engine="postgresql" if engine == "postgresql" else "duckdb",
+        source_table=source_table,
     )
+
+
+def _postgres_source(raw: Mapping[str, object], where: str, name: str) -> tuple[str, str, str]:
+    """``(url, table in the database, name analysts use)`` of a PostgreSQL dataset."""
+    url = raw["source"]
+    if not isinstance(url, str) or not url.lower().startswith(("postgresql://", "postgres://")):
+        raise ConfigError(
+            f'{where}.source must be a PostgreSQL URL with engine = "postgresql": write '
+            'source = "postgresql://role@host:5432/database" (keep the password in ~/.pgpass)'
+        )
+    if "table" not in raw:
+        raise ConfigError(
+            f'{where}.table is missing: write table = "events" (or "schema.events"), the '
+            "table read in place"
+        )
+    source_table = raw["table"]
+    assert isinstance(source_table, str)
+    parts = source_table.split(".")
+    if len(parts) > 2 or not all(parts):
+        raise ConfigError(f'{where}.table must be "table" or "schema.table"')
+    del name
+    return url, source_table, parts[-1]
 
 
 def _server(raw: Mapping[str, object]) -> ServerSettings:

@@ -205,6 +205,7 @@ class Service:
             session.add_table(
                 ds.table,
                 str(ds.source),
+                table=ds.source_table,
                 privacy_unit=ds.privacy_unit,
                 bounds=dict(ds.bounds) or None,
                 max_groups=ds.max_groups,
