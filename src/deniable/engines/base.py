@@ -66,6 +66,9 @@ class Capabilities:
             ``try_multiply``, ``try_divide`` and ``TRY_CAST`` exist (Spark): the row
             predicate's arithmetic is spelled with them. Otherwise a predicate that could
             raise at run time (arithmetic, casts) is refused on an engine without TRY.
+        int_hash_function: a cheaper hash for the 64-bit integers inside the keyed hash
+            chain (None: :attr:`hash_function`); PostgreSQL's ``hashint8extended`` avoids
+            the text conversion ``hashtextextended`` needs.
         wide_integer: an exact integer type of at least 127 bits whose integer division
             (sqlglot's ``IntDiv``) truncates towards zero and stays exact: ``HUGEINT`` in
             DuckDB (its DECIMAL division is a double), ``DECIMAL(38, 0)`` elsewhere.
@@ -83,10 +86,15 @@ class Capabilities:
     wide_sum: bool = True
     try_arithmetic: bool = False
     wide_integer: str = "DECIMAL(38, 0)"
+    int_hash_function: str | Unary | None = None
 
     def hash(self, value: exp.Expression) -> exp.Expression:
         """The engine's 64-bit hash of ``value`` (see :attr:`hash_function`)."""
         return _call1(self.hash_function, value)
+
+    def int_hash(self, value: exp.Expression) -> exp.Expression:
+        """The engine's 64-bit hash of a non-NULL 64-bit integer (a step of the chain)."""
+        return _call1(self.int_hash_function or self.hash_function, value)
 
     def xor(self, a: exp.Expression, b: exp.Expression) -> exp.Expression:
         """Bitwise exclusive or of two 64-bit integers."""
@@ -125,6 +133,11 @@ def _postgres_hash(value: exp.Expression) -> exp.Expression:
     return exp.Coalesce(this=hashed, expressions=[exp.Literal.number(0)])
 
 
+def _postgres_int_hash(value: exp.Expression) -> exp.Expression:
+    # hashint8extended(bigint, seed) -> bigint: the chain's steps are BIGINTs, never NULL.
+    return exp.Anonymous(this="hashint8extended", expressions=[value, exp.Literal.number(0)])
+
+
 def _postgres_is_nan(value: exp.Expression) -> exp.Expression:
     # PostgreSQL has no isnan(): NaN equals NaN (and only NaN) among double precision values.
     nan = exp.Cast(this=exp.Literal.string("NaN"), to=_type(exp.DataType.Type.DOUBLE))
@@ -156,6 +169,7 @@ POSTGRES_CAPABILITIES = Capabilities(
     semi_join=False,
     null_safe_equal=True,
     hash_function=_postgres_hash,
+    int_hash_function=_postgres_int_hash,
     xor_function=None,
     unicode_nfc=_normalize_nfc,
     is_nan=_postgres_is_nan,

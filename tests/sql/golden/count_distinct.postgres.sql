@@ -26,17 +26,8 @@ WITH __l1 AS (
       *,
       row_number() OVER (
         PARTITION BY __u
-        ORDER BY coalesce(
-          hashtextextended(
-            CAST(coalesce(
-              hashtextextended(
-                CAST(CAST(2 AS BIGINT) # coalesce(hashtextextended(CAST(__u AS TEXT), 0), 0) AS TEXT),
-                0
-              ),
-              0
-            ) # coalesce(hashtextextended(CAST(__k0 AS TEXT), 0), 0) AS TEXT),
-            0
-          ),
+        ORDER BY hashint8extended(
+          hashint8extended(CAST(2 AS BIGINT) # coalesce(hashtextextended(CAST(__u AS TEXT), 0), 0), 0) # coalesce(hashtextextended(CAST(__k0 AS TEXT), 0), 0),
           0
         ), __k0
       ) AS __pr
@@ -76,23 +67,11 @@ WITH __l1 AS (
       *,
       row_number() OVER (
         PARTITION BY __u, __k0
-        ORDER BY coalesce(
-          hashtextextended(
-            CAST(coalesce(
-              hashtextextended(
-                CAST(coalesce(
-                  hashtextextended(
-                    CAST(CAST(1 AS BIGINT) # coalesce(hashtextextended(CAST(__u AS TEXT), 0), 0) AS TEXT),
-                    0
-                  ),
-                  0
-                ) # coalesce(hashtextextended(CAST(__k0 AS TEXT), 0), 0) AS TEXT),
-                0
-              ),
-              0
-            ) # coalesce(hashtextextended(CAST(__v0 AS TEXT), 0), 0) AS TEXT),
+        ORDER BY hashint8extended(
+          hashint8extended(
+            hashint8extended(CAST(1 AS BIGINT) # coalesce(hashtextextended(CAST(__u AS TEXT), 0), 0), 0) # coalesce(hashtextextended(CAST(__k0 AS TEXT), 0), 0),
             0
-          ),
+          ) # coalesce(hashtextextended(CAST(__v0 AS TEXT), 0), 0),
           0
         ), __v0
       ) AS __rn

@@ -30,17 +30,8 @@ WITH __l1 AS (
       *,
       row_number() OVER (
         PARTITION BY __u
-        ORDER BY coalesce(
-          hashtextextended(
-            CAST(coalesce(
-              hashtextextended(
-                CAST(CAST(2 AS BIGINT) # coalesce(hashtextextended(CAST(__u AS TEXT), 0), 0) AS TEXT),
-                0
-              ),
-              0
-            ) # coalesce(hashtextextended(CAST(__k0 AS TEXT), 0), 0) AS TEXT),
-            0
-          ),
+        ORDER BY hashint8extended(
+          hashint8extended(CAST(2 AS BIGINT) # coalesce(hashtextextended(CAST(__u AS TEXT), 0), 0), 0) # coalesce(hashtextextended(CAST(__k0 AS TEXT), 0), 0),
           0
         ), __k0
       ) AS __pr

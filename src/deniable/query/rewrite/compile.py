@@ -479,8 +479,8 @@ class _Sql:
         key_type = _T.UBIGINT if caps.unsigned_hash else _T.BIGINT
         acc = caps.xor(_cast(_int(key), key_type), caps.hash(_ref(args[0])))
         for arg in args[1:]:
-            acc = caps.xor(caps.hash(acc), caps.hash(_ref(arg)))
-        return caps.hash(acc)
+            acc = caps.xor(caps.int_hash(acc), caps.hash(_ref(arg)))
+        return caps.int_hash(acc)
 
     def order_hash(self, key: int, args: Sequence[str]) -> exp.Expression:
         """:meth:`keyed_hash` as a tree (a substituted ``keyed_hash`` may return SQL text)."""
