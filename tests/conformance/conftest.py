@@ -57,6 +57,7 @@ from typing import ClassVar
 
 import pytest
 from _postgres import load_postgres
+from _spark import load_spark
 
 from deniable.engines.base import DUCKDB_CAPABILITIES, Capabilities, Engine
 from deniable.engines.duckdb import DuckDBEngine
@@ -71,12 +72,16 @@ class EngineSpec:
 
     Attributes:
         name: the test id.
-        load: returns the engine's factory, or skips (``pytest.importorskip``/``pytest.skip``)
-            when the engine's package or server is missing here.
+        load: returns the engine's factory (starting the engine's server or session, and
+            installing what it needs, when missing: never a skip).
+        marks: pytest marks of every test on this engine (``slow`` for Spark: 0.2–1.6 s a
+            query even on tiny data, so its full conformance run is in ``make test-slow``;
+            its golden, engine, uniformity and privacy tests stay in the default suite).
     """
 
     name: str
     load: Callable[[], EngineFactory]
+    marks: tuple[pytest.MarkDecorator, ...] = ()
 
 
 def _duckdb() -> EngineFactory:
@@ -121,6 +126,7 @@ ENGINES: tuple[EngineSpec, ...] = (
     EngineSpec("duckdb", _duckdb),
     EngineSpec("duckdb-portable", _portable_duckdb),
     EngineSpec("postgres", load_postgres),
+    EngineSpec("spark", load_spark, marks=(pytest.mark.slow,)),
 )
 """Every engine the suite runs on (one parametrisation each)."""
 
@@ -147,7 +153,9 @@ class EngineMaker:
         self._made.clear()
 
 
-@pytest.fixture(scope="module", params=[spec.name for spec in ENGINES])
+@pytest.fixture(
+    scope="module", params=[pytest.param(spec.name, marks=spec.marks) for spec in ENGINES]
+)
 def engine_factory(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[EngineMaker]:
@@ -158,17 +166,15 @@ def engine_factory(
     maker.close()
 
 
-def _pairs() -> list[tuple[str, str] | None]:
-    names = [spec.name for spec in ENGINES]
-    pairs: list[tuple[str, str] | None] = list(itertools.combinations(names, 2))
-    return pairs or [None]
+def _pairs() -> list[object]:
+    marks = {spec.name: spec.marks for spec in ENGINES}
+    pairs = list(itertools.combinations([spec.name for spec in ENGINES], 2))
+    if not pairs:
+        return [pytest.param(None, id="single-engine")]
+    return [pytest.param(p, marks=marks[p[0]] + marks[p[1]], id="-vs-".join(p)) for p in pairs]
 
 
-@pytest.fixture(
-    scope="module",
-    params=_pairs(),
-    ids=lambda p: "-vs-".join(p) if p else "single-engine",
-)
+@pytest.fixture(scope="module", params=_pairs())
 def engine_pair(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[EngineMaker, EngineMaker]]:

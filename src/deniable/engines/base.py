@@ -69,6 +69,11 @@ class Capabilities:
         int_hash_function: a cheaper hash for the 64-bit integers inside the keyed hash
             chain (None: :attr:`hash_function`); PostgreSQL's ``hashint8extended`` avoids
             the text conversion ``hashtextextended`` needs.
+        pack_counts: a count of values may ride in the low bits of its sum (one aggregate
+            instead of two; partitions of ``2^bits`` rows or more are then summed again from
+            their rows). Worth it where common table expressions are computed once (DuckDB,
+            PostgreSQL); Spark recomputes them for each use, so the re-sum would cost another
+            scan and several shuffles.
         wide_integer: an exact integer type of at least 127 bits whose integer division
             (sqlglot's ``IntDiv``) truncates towards zero and stays exact: ``HUGEINT`` in
             DuckDB (its DECIMAL division is a double), ``DECIMAL(38, 0)`` elsewhere.
@@ -87,6 +92,7 @@ class Capabilities:
     try_arithmetic: bool = False
     wide_integer: str = "DECIMAL(38, 0)"
     int_hash_function: str | Unary | None = None
+    pack_counts: bool = True
 
     def hash(self, value: exp.Expression) -> exp.Expression:
         """The engine's 64-bit hash of ``value`` (see :attr:`hash_function`)."""
@@ -191,6 +197,7 @@ SPARK_CAPABILITIES = Capabilities(
     unsigned_hash=False,
     wide_sum=False,
     try_arithmetic=True,
+    pack_counts=False,
 )
 """Spark SQL (3.3+): ``xxhash64`` (BIGINT), ``^``, LEFT SEMI JOIN, ``try_*`` arithmetic,
 DECIMAL(38, 0) sums; no NFC normalisation, so text privacy units are refused."""

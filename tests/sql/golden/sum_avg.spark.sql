@@ -3,12 +3,10 @@ WITH __l1 AS (
     __u,
     count(*) AS __n,
     CAST(least(
-      greatest(
-        coalesce(sum(CAST(coalesce(__v0 * 32768 + 1, 0) AS DECIMAL(38, 0))), 0),
-        -4611686018427387903
-      ),
+      greatest(coalesce(sum(CAST(__v0 AS DECIMAL(38, 0))), 0), -4611686018427387903),
       4611686018427387903
-    ) AS BIGINT) AS __p0
+    ) AS BIGINT) AS __s0,
+    count(__v0) AS __c0
   FROM (
     SELECT
       __t.`uid` AS __u,
@@ -31,64 +29,13 @@ WITH __l1 AS (
   SELECT
     *
   FROM __l1
-), __giant AS (
-  SELECT
-    __u,
-    __n
-  FROM __capped
-  WHERE
-    __n >= 32768
-), __grows AS (
-  SELECT
-    __t.`uid` AS __u,
-    CAST(round(
-      (
-        CASE
-          WHEN CAST(__t.`v` AS DOUBLE) IS NULL OR isnan(CAST(__t.`v` AS DOUBLE))
-          THEN NULL
-          ELSE least(greatest(CAST(__t.`v` AS DOUBLE), CAST('0.0' AS DOUBLE)), CAST('20.0' AS DOUBLE))
-        END
-      ) * CAST('67108864.0' AS DOUBLE)
-    ) AS BIGINT) AS __v0
-  FROM `__deniable_0` AS __t
-  SEMI JOIN __giant AS __r
-    ON __t.`uid` IS NOT DISTINCT FROM __r.__u
-  WHERE
-    __t.`uid` IS NOT NULL
-), __gl1 AS (
-  SELECT
-    __u,
-    count(*) AS __n,
-    CAST(least(
-      greatest(coalesce(sum(CAST(__v0 AS DECIMAL(38, 0))), 0), -4611686018427387903),
-      4611686018427387903
-    ) AS BIGINT) AS __s0,
-    count(__v0) AS __c0
-  FROM __grows
-  GROUP BY
-    __u
 ), __totals AS (
   SELECT
     __u,
     __n,
-    (
-      shiftright(__p0, 15)
-    ) AS __s0,
-    (
-      __p0 & 32767
-    ) AS __c0
+    __s0,
+    __c0
   FROM __capped
-  WHERE
-    NOT __n >= 32768
-  UNION ALL
-  SELECT
-    __g.__u,
-    __c.__n,
-    __g.__s0,
-    __g.__c0
-  FROM __gl1 AS __g
-  INNER JOIN __giant AS __c
-    ON __g.__u IS NOT DISTINCT FROM __c.__u
 ), __kept AS (
   SELECT
     __u,

@@ -711,7 +711,8 @@ def _total_predicate(
         if isinstance(n, exp.Neg) and not isinstance(n.this, exp.Literal):
             raising = "negation"
         elif isinstance(n, _MAY_RAISE) and not (
-            caps.try_arithmetic and (isinstance(n, exp.TryCast) or _is_try_call(n))
+            caps.try_arithmetic
+            and (isinstance(n, exp.TryCast) or _is_try_call(n) or _literal_divisor(n))
         ):
             raising = type(n).__name__.upper()
         else:
@@ -723,6 +724,22 @@ def _total_predicate(
             "and literals"
         )
     return pred
+
+
+def _literal_divisor(n: exp.Expression) -> bool:
+    """An integer division or modulo by an integer literal other than 0 (cannot raise).
+
+    No division by zero, and no overflow (only ``MIN // -1`` overflows; a literal ``-1`` is a
+    ``Neg`` node, never a digit string).
+    """
+    if not isinstance(n, exp.IntDiv | exp.Mod):
+        return False
+    d = n.expression
+    while isinstance(d, exp.Paren):
+        d = d.this
+    if not isinstance(d, exp.Literal) or d.is_string or not str(d.this).isdigit():
+        return False
+    return int(d.this) != 0
 
 
 def _is_try_call(n: exp.Expression) -> bool:
@@ -935,7 +952,11 @@ def compile_plan(
     # each needed column back from them. With at most max_rows rows of at most 2^40 units
     # each, the sums of a partition within the bounds fit BIGINT; the others are clamped
     # here and recomputed from their rows.
-    packed = _packable(plan, needed, measure_alias) if unit is not None and not plain else {}
+    packed = (
+        _packable(plan, needed, measure_alias)
+        if unit is not None and not plain and caps.pack_counts
+        else {}
+    )
     level1_spec: list[tuple[str, str, str]] = []  # (kind, value column, output column)
     unpacked_spec: list[tuple[str, str, int]] = []  # (output column, packed column, bits)
     for (fn, a), col in needed.items():
