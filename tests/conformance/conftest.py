@@ -4,11 +4,11 @@ The suite in ``test_engine_conformance.py`` runs, for every engine listed in :da
 the noise-free oracle tests of the query path: the exact bounded aggregates that
 :func:`deniable.query.testing.exact_aggregates` reads from the engine (what the noise is
 added to) are compared with a reference computed in Python (never in the engine under
-test), and the refusals, determinism and bounding invariants are checked. Today only DuckDB
-is listed, twice: as itself and as :class:`PortableDuckDB`, DuckDB declaring the capabilities
-missing from PostgreSQL or Spark (so the fallback spellings, the refusals naming an
-engine's limitation and the cross-engine comparison all run today). PostgreSQL and Spark
-plug in here when their adapters land.
+test), and the refusals, determinism and bounding invariants are checked. Listed: DuckDB,
+:class:`PortableDuckDB` (DuckDB declaring the capabilities missing from PostgreSQL or Spark,
+so that the fallback spellings run on the embedded engine too), PostgreSQL (a real server
+started by ``tests/conformance/_postgres.py``) and Spark (a local session started by
+``tests/conformance/_spark.py``; its parametrisation is marked ``slow``).
 
 To plug an engine in, add one :class:`EngineSpec` to :data:`ENGINES`:
 
@@ -17,12 +17,12 @@ To plug an engine in, add one :class:`EngineSpec` to :data:`ENGINES`:
   *factory*, ``factory(tmp_dir: Path) -> Engine``, that builds a fresh, empty engine adapter
   (:class:`deniable.engines.base.Engine`: ``capabilities`` and ``bind``/``check``/``run``/
   ``sample``/``close``) whose scratch files, if any, live under ``tmp_dir`` (a fresh
-  directory per call: a Spark warehouse, a PostgreSQL schema's dump, …). ``load`` *skips*
-  when the engine cannot run here, and only then: ``pytest.importorskip("pyspark")`` for a
-  missing package, ``pytest.skip("no PostgreSQL server: set DENIABLE_TEST_POSTGRES")`` when
-  a server is not configured. It must not skip for any other reason: a skip is not a pass.
-  The suite closes every engine it made (:meth:`Engine.close`); the factory must not hand
-  out an engine shared with other tests.
+  directory per call: a Spark warehouse, a PostgreSQL schema's dump, …). ``load`` starts
+  what the engine needs (a server, a session) and installs what is missing (Debian's
+  ``postgresql``, a JRE): a skip is not a pass. The suite closes every engine it made
+  (:meth:`Engine.close`); the factory must not hand out an engine shared with other tests.
+* ``marks``: pytest marks for all of the engine's tests (``slow`` keeps a slow engine's
+  full run out of the default suite).
 
 Test data reaches the engine through the public path only:
 ``Session(budget=..., ledger=..., engine=factory(tmp_dir)).add_table(name, frame, ...)``,
