@@ -23,7 +23,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from deniable.attacks.common import DENIABLE, Step, StopReason, ask, deniable_session, exact
+from deniable.attacks.common import (
+    DENIABLE,
+    PosteriorRun,
+    Step,
+    StopReason,
+    ask,
+    deniable_session,
+    exact,
+)
 from deniable.attacks.data import Population, population
 from deniable.attacks.inference import log_likelihood, logit, posterior_from_log_odds
 from deniable.attacks.naive import (
@@ -37,34 +45,8 @@ from deniable.errors import InvalidParameter
 from deniable.explain.posterior import posterior_bounds
 from deniable.noise.testing import SeededRandom
 
-
-@dataclass(frozen=True)
-class AveragingRun:
-    """One system under the averaging attack.
-
-    Attributes:
-        system: which system (the unsafe ones say so).
-        safe: whether it is deniable.
-        steps: every question and answer, with the posterior after it.
-        posterior: the final posterior that the secret is 1.
-        guess: the attacker's guess of the bit (posterior ≥ 1/2).
-        epsilon_spent: ε charged in total (deniable), None for the unsafe systems.
-        bound: deniable's posterior bounds at the charged ε (None for the unsafe systems).
-        stopped_by: why deniable stopped answering (None: it did not).
-        cached: answers replayed free from deniable's cache.
-        charged: answers deniable charged for.
-    """
-
-    system: str
-    safe: bool
-    steps: tuple[Step, ...]
-    posterior: float
-    guess: int
-    epsilon_spent: float | None = None
-    bound: tuple[float, float] | None = None
-    stopped_by: StopReason | None = None
-    cached: int = 0
-    charged: int = 0
+AveragingRun = PosteriorRun
+"""One system under the averaging attack (see :class:`~deniable.attacks.common.PosteriorRun`)."""
 
 
 @dataclass(frozen=True)

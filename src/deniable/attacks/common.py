@@ -53,6 +53,35 @@ class Step:
 
 
 @dataclass(frozen=True)
+class PosteriorRun:
+    """One system under an attack on one secret bit, answer by answer.
+
+    Attributes:
+        system: the system's name.
+        safe: whether it is deniable (True) or an unsafe baseline.
+        steps: every question, its answer and the attacker's posterior after it.
+        posterior: the attacker's final posterior that the bit is 1.
+        guess: the attacker's guess of the bit (posterior ≥ 1/2).
+        epsilon_spent: ε charged in total (deniable), None for the unsafe systems.
+        bound: deniable's posterior bounds at the charged ε (None for the unsafe systems).
+        stopped_by: why deniable stopped answering (None: it did not).
+        cached: answers replayed free from deniable's cache.
+        charged: answers deniable charged for.
+    """
+
+    system: str
+    safe: bool
+    steps: tuple[Step, ...]
+    posterior: float
+    guess: int
+    epsilon_spent: float | None = None
+    bound: tuple[float, float] | None = None
+    stopped_by: StopReason | None = None
+    cached: int = 0
+    charged: int = 0
+
+
+@dataclass(frozen=True)
 class Asked:
     """The outcome of one question to a deniable session."""
 

@@ -21,7 +21,15 @@ from fractions import Fraction
 
 import numpy as np
 
-from deniable.attacks.common import DENIABLE, Step, StopReason, ask, deniable_session, exact
+from deniable.attacks.common import (
+    DENIABLE,
+    PosteriorRun,
+    Step,
+    StopReason,
+    ask,
+    deniable_session,
+    exact,
+)
 from deniable.attacks.data import Population, population
 from deniable.attacks.inference import log_likelihood, posterior_from_log_odds
 from deniable.attacks.naive import UnsafeExactSystem, UnsafeQuerySystem, UnsafeStickyNoiseSystem
@@ -29,34 +37,8 @@ from deniable.curator import Session
 from deniable.errors import InvalidParameter
 from deniable.explain.posterior import posterior_bounds
 
-
-@dataclass(frozen=True)
-class DifferencingRun:
-    """One system (and one way of asking) under the differencing attack.
-
-    Attributes:
-        system: which system, and how the attacker asked.
-        safe: whether it is deniable.
-        steps: every question and answer, with the posterior after it.
-        posterior: final posterior that the target's bit is 1.
-        guess: the attacker's guess of the bit.
-        epsilon_spent: ε charged in total (deniable only).
-        bound: deniable's posterior bounds at the charged ε.
-        stopped_by: why deniable stopped answering.
-        cached: answers replayed free.
-        charged: answers charged.
-    """
-
-    system: str
-    safe: bool
-    steps: tuple[Step, ...]
-    posterior: float
-    guess: int
-    epsilon_spent: float | None = None
-    bound: tuple[float, float] | None = None
-    stopped_by: StopReason | None = None
-    cached: int = 0
-    charged: int = 0
+DifferencingRun = PosteriorRun
+"""One system under the differencing attack (see :class:`~deniable.attacks.common.PosteriorRun`)."""
 
 
 @dataclass(frozen=True)
