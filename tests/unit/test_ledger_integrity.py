@@ -353,3 +353,18 @@ def test_a_repeated_idempotency_key_charges_once(ledger: Ledger) -> None:
     assert [c.idempotency_key for c in ledger.history("d", analyst="ann")] == ["req-1", None]
     assert [c.analyst for c in ledger.history("d", analyst="bob")] == ["bob"]
     assert ledger.verify().ok
+
+
+def test_history_finds_a_charge_by_its_idempotency_key(tmp_path: Path) -> None:
+    with Ledger(tmp_path / "k.db") as ledger:
+        ledger.register("d", Epsilon(epsilon=1))
+        for i, key in enumerate(["a", None, "b"]):
+            ledger.charge(
+                "d", Epsilon(epsilon=Fraction(1, 10)), analyst="ann", query_key=f"q{i}",
+                query_text="SELECT 1", idempotency_key=key,
+            )  # fmt: skip
+        (b,) = ledger.history("d", analyst="ann", idempotency_key="b")
+        assert b.query_key == "q2" and b.idempotency_key == "b"
+        assert ledger.history("d", analyst="bob", idempotency_key="b") == []
+        assert ledger.history("d", idempotency_key="zzz") == []
+        assert len(ledger.history("d", analyst="ann")) == 3

@@ -1315,13 +1315,23 @@ class Ledger:
             mine = BudgetFilter(allowance, spent=_spent(conn, dataset, cap, analyst=analyst))
             return _meet(left, mine.remaining)
 
-    def history(self, dataset: str, *, analyst: str | None = None) -> list[Charge]:
-        """Return every charge on ``dataset`` (by ``analyst`` only, if given) in commit order."""
+    def history(
+        self, dataset: str, *, analyst: str | None = None, idempotency_key: str | None = None
+    ) -> list[Charge]:
+        """Return every charge on ``dataset`` in commit order.
+
+        Only ``analyst``'s, if given; only the one charged with ``idempotency_key`` (an
+        indexed look-up: at most one charge), if given.
+        """
         _check_name(dataset, "dataset")
         where, args = "dataset = ?", [dataset]
         if analyst is not None:
             _check_name(analyst, "analyst")
-            where, args = where + " AND analyst = ?", [dataset, analyst]
+            where, args = where + " AND analyst = ?", [*args, analyst]
+        if idempotency_key is not None:
+            if not isinstance(idempotency_key, str) or not idempotency_key:
+                raise InvalidParameter("idempotency_key must be a non-empty string or None")
+            where, args = where + " AND idempotency_key = ?", [*args, idempotency_key]
         with self._transaction(write=False) as conn:
             _cap(conn, dataset)
             rows = conn.execute(

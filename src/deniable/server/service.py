@@ -392,23 +392,21 @@ class Service:
         except DuplicateRequest as e:
             # Another request with the same key was charged between our look-up and our
             # charge (another thread or worker); the ledger refused ours and wrote nothing.
-            charge = self._charge_by_id(dataset, principal.name, e.charge_id)
+            assert idempotency_key is not None  # the ledger refuses only keyed duplicates
+            charge = self._keyed_charge(dataset, principal.name, idempotency_key)
+            if charge is None or charge.id != e.charge_id:
+                raise LedgerError(
+                    "the ledger reported a duplicate request whose charge it cannot find"
+                ) from None
             return self._replay(charge, query_key, dataset, principal.name)
         return answer.with_metadata(
             remaining=self._ledger.remaining(dataset, analyst=principal.name)
         )
 
     def _keyed_charge(self, dataset: str, analyst: str, key: str) -> Charge | None:
-        for charge in self._ledger.history(dataset, analyst=analyst):
-            if charge.idempotency_key == key:
-                return charge
-        return None
-
-    def _charge_by_id(self, dataset: str, analyst: str, charge_id: int) -> Charge:
-        for charge in self._ledger.history(dataset, analyst=analyst):
-            if charge.id == charge_id:
-                return charge
-        raise LedgerError("the ledger reported a duplicate request whose charge it cannot find")
+        """The analyst's charge made with Idempotency-Key ``key`` (an indexed look-up)."""
+        found = self._ledger.history(dataset, analyst=analyst, idempotency_key=key)
+        return found[0] if found else None
 
     def _replay(self, charge: Charge, query_key: str, dataset: str, analyst: str) -> Answer:
         """The stored answer of an earlier charge with the same Idempotency-Key."""
