@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from _uniform_support import chi2_uniform_subsets
 from scipy import stats
 
 from deniable.accounting.loss import Epsilon
@@ -59,14 +60,6 @@ def _exact(session: Session, query: str, **options: Any) -> tuple[DPPlan, ExactA
         session, query, not_private=True, epsilon=1, secrets=fresh, **options
     )
     return plan, exact
-
-
-def _chi2_uniform_subsets(counts: Sequence[int], units: int, k: int, m: int) -> float:
-    """Σ (n − U·m/k)² / (U·a): χ² with k − 1 d.o.f. when each unit keeps a uniform m-subset."""
-    n = np.asarray(counts, dtype=float)
-    assert n.size == k and int(n.sum()) == units * m
-    a = (m / k) * (1 - (m - 1) / (k - 1))
-    return float(np.sum((n - units * m / k) ** 2) / (units * a))
 
 
 def _session(frame: pd.DataFrame, tmp: object, **policy: object) -> Session:
@@ -105,7 +98,7 @@ def _kept_per_category(session: Session) -> list[int]:
 
 
 def test_each_unit_keeps_a_uniform_subset_of_its_partitions(partitions: Session) -> None:
-    statistic = _chi2_uniform_subsets(_kept_per_category(partitions), U, K, M)
+    statistic = chi2_uniform_subsets(_kept_per_category(partitions), U, K, M)
     assert statistic < stats.chi2.isf(ALPHA, K - 1), statistic
 
 
@@ -116,7 +109,7 @@ def test_control_multi_argument_hash_is_rejected(
         return f"hash({key}, {', '.join(args)})"
 
     monkeypatch.setattr(compile_module._Sql, "keyed_hash", engine_hash)
-    statistic = _chi2_uniform_subsets(_kept_per_category(partitions), U, K, M)
+    statistic = chi2_uniform_subsets(_kept_per_category(partitions), U, K, M)
     assert statistic > stats.chi2.isf(ALPHA, K - 1), statistic
 
 
@@ -146,7 +139,7 @@ def test_rows_kept_by_the_quantile_path_are_a_uniform_subset(rows: Session) -> N
     (hist,) = exact.histograms.values()
     counts = hist[(0,)]
     assert counts.size == R  # one bin per value 0 … R−1
-    statistic = _chi2_uniform_subsets(counts.tolist(), U, R, MAX_ROWS)
+    statistic = chi2_uniform_subsets(counts.tolist(), U, R, MAX_ROWS)
     assert statistic < stats.chi2.isf(ALPHA, R - 1), statistic
 
 

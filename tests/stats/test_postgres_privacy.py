@@ -55,6 +55,8 @@ from _postgres import PostgresServer, shared_server, stop_shared_server
 
 pytest.importorskip("psycopg")
 
+from _uniform_support import chi2_uniform_subsets
+
 from deniable.accounting.loss import Epsilon, EpsilonDelta
 from deniable.audit import estimate_epsilon
 from deniable.curator.session import Session
@@ -262,13 +264,6 @@ def partitions(
     engine.close()
 
 
-def _chi2_uniform_subsets(counts: list[int], units: int, k: int, m: int) -> float:
-    n = np.asarray(counts, dtype=float)
-    assert n.size == k and int(n.sum()) == units * m
-    a = (m / k) * (1 - (m - 1) / (k - 1))
-    return float(np.sum((n - units * m / k) ** 2) / (units * a))
-
-
 def _kept_per_category(session: Session) -> list[int]:
     fresh = Secrets(rows=secrets.randbits(63), partitions=secrets.randbits(63))
     plan, _, exact = exact_aggregates(
@@ -284,7 +279,7 @@ def _kept_per_category(session: Session) -> list[int]:
 
 
 def test_each_unit_keeps_a_uniform_subset_of_its_partitions(partitions: Session) -> None:
-    statistic = _chi2_uniform_subsets(_kept_per_category(partitions), U, K, M)
+    statistic = chi2_uniform_subsets(_kept_per_category(partitions), U, K, M)
     assert statistic < stats.chi2.isf(ALPHA, K - 1), statistic
 
 
@@ -295,5 +290,5 @@ def test_control_order_ignoring_the_unit_is_rejected(
         return f"hashtextextended(CAST({args[-1]} AS TEXT), {key})"
 
     monkeypatch.setattr(compile_module._Sql, "keyed_hash", category_only)
-    statistic = _chi2_uniform_subsets(_kept_per_category(partitions), U, K, M)
+    statistic = chi2_uniform_subsets(_kept_per_category(partitions), U, K, M)
     assert statistic > stats.chi2.isf(ALPHA, K - 1), statistic

@@ -46,6 +46,7 @@ from deniable.query.testing import exact_aggregates
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "conformance"))
 from _spark import local_spark
+from _uniform_support import chi2_uniform_subsets
 
 pytestmark = pytest.mark.stats
 
@@ -76,14 +77,6 @@ def _exact(session: Session, query: str, **options: Any) -> tuple[DPPlan, ExactA
     return plan, exact
 
 
-def _chi2_uniform_subsets(counts: Sequence[int], units: int, k: int, m: int) -> float:
-    """Σ (n − U·m/k)² / (U·a): χ² with k − 1 d.o.f. when each unit keeps a uniform m-subset."""
-    n = np.asarray(counts, dtype=float)
-    assert n.size == k and int(n.sum()) == units * m
-    a = (m / k) * (1 - (m - 1) / (k - 1))
-    return float(np.sum((n - units * m / k) ** 2) / (units * a))
-
-
 @pytest.fixture(scope="module")
 def partitions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
     frame = pd.DataFrame(
@@ -111,7 +104,7 @@ def _kept_per_category(session: Session) -> list[int]:
 
 
 def test_each_unit_keeps_a_uniform_subset_of_its_partitions(partitions: Session) -> None:
-    statistic = _chi2_uniform_subsets(_kept_per_category(partitions), U, K, M)
+    statistic = chi2_uniform_subsets(_kept_per_category(partitions), U, K, M)
     assert statistic < stats.chi2.isf(ALPHA, K - 1), statistic
 
 
@@ -123,7 +116,7 @@ def test_control_an_order_without_unit_and_secret_is_rejected(
         return f"xxhash64({', '.join(args[1:])})"
 
     monkeypatch.setattr(compile_module._Sql, "keyed_hash", keys_only)
-    statistic = _chi2_uniform_subsets(_kept_per_category(partitions), U, K, M)
+    statistic = chi2_uniform_subsets(_kept_per_category(partitions), U, K, M)
     assert statistic > stats.chi2.isf(ALPHA, K - 1), statistic
 
 
@@ -161,7 +154,7 @@ def test_rows_kept_by_the_quantile_path_are_a_uniform_subset(rows: Session) -> N
     (hist,) = exact.histograms.values()
     counts = hist[(0,)]
     assert counts.size == R
-    statistic = _chi2_uniform_subsets(counts.tolist(), U, R, MAX_ROWS)
+    statistic = chi2_uniform_subsets(counts.tolist(), U, R, MAX_ROWS)
     assert statistic < stats.chi2.isf(ALPHA, R - 1), statistic
 
 
