@@ -942,9 +942,6 @@ def compile_plan(
         plan.public_domain is not None and len(plan.public_domain) <= m
     )
 
-    def row_hash() -> exp.Expression:
-        return s.order_hash(secrets.rows, [*group_uk, *values])
-
     def part_hash() -> exp.Expression:
         return s.order_hash(secrets.partitions, group_uk)
 
