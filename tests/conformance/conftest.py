@@ -111,6 +111,7 @@ class PortableDuckDB(DuckDBEngine):
         null_safe_equal=False,
         unicode_nfc=None,
         wide_sum=False,
+        wide_packing=False,
     )
 
 

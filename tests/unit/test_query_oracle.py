@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from fractions import Fraction
@@ -159,7 +160,15 @@ def test_optimised_bounding_equals_straightforward_reference(
     )
     # The column's count of values rides in the low bits of its sum (compile.py): this test
     # checks the unpacking too, on negative values, NULL/NaN/±inf and heavy partitions.
-    assert "__p" in compiled.sql and f" >> {pack_bits or 16}" in compiled.sql
+    # DuckDB keeps packed sums in HUGEINT (wide packing): the count takes the bits one row's
+    # packed value leaves, and below GIANT_FREE_BITS the large partitions are summed again.
+    shift = re.search(r"__p\d+ >> (\d+)", compiled.sql)
+    assert shift is not None
+    bits = int(shift.group(1))
+    if pack_bits is None:
+        assert bits >= compile_module.GIANT_FREE_BITS and "__giant" not in compiled.sql
+    else:
+        assert bits == pack_bits and "__giant" in compiled.sql
     kinds = [(m.kind, None if m.column is None else m.column.name) for m in plan.measures]
     assert kinds == [
         ("rows", None),
@@ -207,6 +216,40 @@ def test_optimised_bounding_equals_straightforward_reference(
         assert session._engine.run(binding, check).to_pydict()["count_star()"][0] >= 100
     raw = sessions["heavy_df"]
     assert int(exact.measures[ms[0].id].sum()) < int((raw.qty >= 0).sum())
+
+
+def test_inexact_packed_totals_stay_within_the_partition_bounds(
+    sessions: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the re-sum (wide packing at GIANT_FREE_BITS or more), a partition of 2^bits
+    rows or more reads its packed totals modulo 2^bits: inexact, but each contribution is
+    still clamped to the partition's bounds, so no group exceeds units × max_rows × bound.
+
+    Lowered to 2 bits here, so that partitions of 4 rows or more take that path."""
+    monkeypatch.setattr(compile_module, "PACK_BITS_MAX", 2)
+    monkeypatch.setattr(compile_module, "GIANT_FREE_BITS", 2)
+    session = sessions["heavy"]
+    plan, compiled, exact = exact_aggregates(
+        session, QUERY, not_private=True, epsilon=1, delta=1e-6
+    )
+    assert "__giant" not in compiled.sql and " >> 2" in compiled.sql
+    ms = plan.measures
+    monkeypatch.setattr(compile_module, "GIANT_FREE_BITS", 64)  # the exact re-sum path
+    _, resummed, reference = exact_aggregates(
+        session, QUERY, not_private=True, epsilon=1, delta=1e-6
+    )
+    assert "__giant" in resummed.sql
+    wrong = 0
+    at = {k: j for j, k in enumerate(reference.keys)}
+    for i, key in enumerate(exact.keys):
+        units = int(exact.units[i])
+        for m in (ms[1], ms[3]):  # counts of values: at most max_rows per kept partition
+            assert 0 <= int(exact.measures[m.id][i]) <= units * R
+        # the sum of value, in grid units of 2^exponent, within ±units·R·max|bound|
+        top = units * R * max(abs(LO), abs(HI)) / 2.0 ** ms[2].exponent
+        assert abs(int(exact.measures[ms[2].id][i])) <= top
+        wrong += int(exact.measures[ms[1].id][i]) != int(reference.measures[ms[1].id][at[key]])
+    assert wrong >= 1  # the inexact path was taken (heavy partitions have 4+ rows)
 
 
 def test_counts_only_need_no_rows(sessions: dict[str, Any]) -> None:

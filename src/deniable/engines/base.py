@@ -74,6 +74,12 @@ class Capabilities:
             their rows). Worth it where common table expressions are computed once (DuckDB,
             PostgreSQL); Spark recomputes them for each use, so the re-sum would cost another
             scan and several shuffles.
+        wide_packing: a packed count rides in a sum kept in the engine's wide sum type
+            (DuckDB's HUGEINT, whose ``>>`` and ``&`` are exact on negative values too), so
+            only the per-row packed value must fit BIGINT: the count gets as many low bits
+            as that allows (up to the compiler's ``PACK_BITS_MAX``). With 32 bits or more the
+            re-sum of partitions of ``2^bits`` rows is left out (see the compiler's
+            ``GIANT_FREE_BITS``).
         wide_integer: an exact integer type of at least 127 bits whose integer division
             (sqlglot's ``IntDiv``) truncates towards zero and stays exact: ``HUGEINT`` in
             DuckDB (its DECIMAL division is a double), ``DECIMAL(38, 0)`` elsewhere.
@@ -93,6 +99,7 @@ class Capabilities:
     wide_integer: str = "DECIMAL(38, 0)"
     int_hash_function: str | Unary | None = None
     pack_counts: bool = True
+    wide_packing: bool = False
 
     def hash(self, value: exp.Expression) -> exp.Expression:
         """The engine's 64-bit hash of ``value`` (see :attr:`hash_function`)."""
@@ -166,6 +173,7 @@ DUCKDB_CAPABILITIES = Capabilities(
     unsigned_hash=True,
     wide_sum=True,
     wide_integer="HUGEINT",
+    wide_packing=True,
 )
 """DuckDB: ``hash`` (UBIGINT), ``xor``, ``TRY``, SEMI JOIN, ``nfc_normalize``, HUGEINT sums."""
 

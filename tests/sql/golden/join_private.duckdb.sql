@@ -3,10 +3,7 @@ WITH __l1 AS (
     __u,
     __k0,
     count(*) AS __n,
-    CAST(least(
-      greatest(coalesce(sum(coalesce(__v0 * 65536 + 1, 0)), 0), -4611686018427387903),
-      4611686018427387903
-    ) AS BIGINT) AS __p0
+    sum(coalesce(__v0 * 4294967296 + 1, 0)) AS __p0
   FROM (
     SELECT
       __t."uid" AS __u,
@@ -87,108 +84,18 @@ WITH __l1 AS (
   ) AS __p
   WHERE
     __pr <= 2 AND __pr > 0
-), __giant AS (
-  SELECT
-    __u,
-    __k0,
-    __n
-  FROM __capped
-  WHERE
-    __n >= 65536
-), __grows AS (
-  SELECT
-    __t."uid" AS __u,
-    __t."g" AS __k0,
-    CAST(round(
-      (
-        CASE
-          WHEN CAST((
-            try(
-              (
-                CASE
-                  WHEN CAST(__j1."w" AS DOUBLE) IS NULL OR isnan(CAST(__j1."w" AS DOUBLE))
-                  THEN NULL
-                  ELSE least(greatest(CAST(__j1."w" AS DOUBLE), CAST(0 AS DOUBLE)), CAST(5 AS DOUBLE))
-                END
-              )
-            )
-          ) AS DOUBLE) IS NULL
-          OR isnan(
-            CAST((
-              try(
-                (
-                  CASE
-                    WHEN CAST(__j1."w" AS DOUBLE) IS NULL OR isnan(CAST(__j1."w" AS DOUBLE))
-                    THEN NULL
-                    ELSE least(greatest(CAST(__j1."w" AS DOUBLE), CAST(0 AS DOUBLE)), CAST(5 AS DOUBLE))
-                  END
-                )
-              )
-            ) AS DOUBLE)
-          )
-          THEN NULL
-          ELSE least(
-            greatest(
-              CAST((
-                try(
-                  (
-                    CASE
-                      WHEN CAST(__j1."w" AS DOUBLE) IS NULL OR isnan(CAST(__j1."w" AS DOUBLE))
-                      THEN NULL
-                      ELSE least(greatest(CAST(__j1."w" AS DOUBLE), CAST(0 AS DOUBLE)), CAST(5 AS DOUBLE))
-                    END
-                  )
-                )
-              ) AS DOUBLE),
-              CAST('0.0' AS DOUBLE)
-            ),
-            CAST('5.0' AS DOUBLE)
-          )
-        END
-      ) * CAST('134217728.0' AS DOUBLE)
-    ) AS BIGINT) AS __v0
-  FROM "__deniable_0" AS __t
-    INNER JOIN "__deniable_2" AS __j1
-      ON __t."uid" = __j1."uid"
-  SEMI JOIN __giant AS __r
-    ON __t."uid" IS NOT DISTINCT FROM __r.__u AND __t."g" IS NOT DISTINCT FROM __r.__k0
-  WHERE
-    __t."uid" IS NOT NULL
-), __gl1 AS (
-  SELECT
-    __u,
-    __k0,
-    count(*) AS __n,
-    count(__v0) AS __c0,
-    CAST(least(greatest(coalesce(sum(__v0), 0), -4611686018427387903), 4611686018427387903) AS BIGINT) AS __s0
-  FROM __grows
-  GROUP BY
-    __u,
-    __k0
 ), __totals AS (
   SELECT
     __u,
     __k0,
     __n,
     (
-      __p0 & 65535
+      __p0 & 4294967295
     ) AS __c0,
     (
-      __p0 >> 16
+      __p0 >> 32
     ) AS __s0
   FROM __capped
-  WHERE
-    NOT __n >= 65536
-  UNION ALL
-  SELECT
-    __g.__u,
-    __g.__k0,
-    __c.__n,
-    __g.__c0,
-    __g.__s0
-  FROM __gl1 AS __g
-  INNER JOIN __giant AS __c
-    ON __g.__u IS NOT DISTINCT FROM __c.__u AND __g.__k0 IS NOT DISTINCT FROM __c.__k0
 ), __kept AS (
   SELECT
     __u,

@@ -2,10 +2,7 @@ WITH __l1 AS (
   SELECT
     __u,
     count(*) AS __n,
-    CAST(least(
-      greatest(coalesce(sum(coalesce(__v0 * 32768 + 1, 0)), 0), -4611686018427387903),
-      4611686018427387903
-    ) AS BIGINT) AS __p0
+    sum(coalesce(__v0 * 2147483648 + 1, 0)) AS __p0
   FROM (
     SELECT
       __t."uid" AS __u,
@@ -34,7 +31,7 @@ WITH __l1 AS (
     __n
   FROM __capped
   WHERE
-    __n >= 32768
+    __n >= 2147483648
 ), __grows AS (
   SELECT
     __t."uid" AS __u,
@@ -66,14 +63,14 @@ WITH __l1 AS (
     __u,
     __n,
     (
-      __p0 >> 15
+      __p0 >> 31
     ) AS __s0,
     (
-      __p0 & 32767
+      __p0 & 2147483647
     ) AS __c0
   FROM __capped
   WHERE
-    NOT __n >= 32768
+    NOT __n >= 2147483648
   UNION ALL
   SELECT
     __g.__u,

@@ -26,7 +26,10 @@ rewrite rules, applied in order (each one CTE below):
    after centring (one rounding). The answer has less variance than a random subset's
    and no bias beyond half a grid unit per partition. A count of values packed in the low
    bits of its sum is exact below ``2^bits`` rows; partitions with more are summed again
-   from their rows (``__giant``).
+   from their rows (``__giant``). Where the engine keeps such sums wide (capability
+   ``wide_packing``: DuckDB's HUGEINT) the count gets ``bits ≥ GIANT_FREE_BITS`` (32) and
+   the re-sum is left out: a partition of over 4·10⁹ rows of one unit in one group would
+   read its totals modulo ``2^bits`` — inexact, still clamped to its bounds.
    Histograms (quantiles, MIN, MAX) and distinct counts need real rows: the kept partitions
    above ``max_rows`` keep ``max_rows`` rows ranked by ``H(secret₁; unit, keys, values)``
    (read again, joined to the short list of those partitions), every other kept partition
@@ -106,6 +109,12 @@ PLAIN_FORM: bool | None = None
 # The most low bits a packed count may take (tests lower it so that partitions above 2^bits
 # rows, which are summed again from their rows, occur in small data).
 PACK_BITS_MAX = 40
+# With wide packing (DuckDB), a count of this many low bits or more is exact for every
+# partition below 2^bits rows (over 4·10⁹ rows of one unit in one group), and the re-sum of
+# larger partitions is left out: their packed totals are read modulo 2^bits, so their
+# contribution is not exact, but it is still clamped to the partition's bounds (privacy
+# does not depend on it).
+GIANT_FREE_BITS = 32
 """Test-only switch of the form of histogram and distinct measures.
 
 None (the default): the fast form for grouped queries, the plain form for ungrouped ones;
@@ -949,8 +958,9 @@ def compile_plan(
     # each needed column back from them. With at most max_rows rows of at most 2^40 units
     # each, the sums of a partition within the bounds fit BIGINT; the others are clamped
     # here and recomputed from their rows.
+    wide_packing = caps.wide_packing and caps.wide_sum
     packed = (
-        _packable(plan, needed, measure_alias)
+        _packable(plan, needed, measure_alias, wide=wide_packing)
         if unit is not None and not plain and caps.pack_counts
         else {}
     )
@@ -978,9 +988,9 @@ def compile_plan(
                 shifted = exp.Add(
                     this=exp.Mul(this=_ref(a), expression=_int(2**bits)), expression=_int(1)
                 )
-                agg: exp.Expression = clamp_bigint(
-                    _sum(caps, exp.Coalesce(this=shifted, expressions=[_int(0)]))
-                )
+                agg: exp.Expression = _sum(caps, exp.Coalesce(this=shifted, expressions=[_int(0)]))
+                if not wide_packing:
+                    agg = clamp_bigint(agg)
             elif kind == "count":
                 agg = exp.Count(this=_ref(a))
             else:
@@ -1116,7 +1126,7 @@ def compile_plan(
                     ]
                 ),
             )
-        if packed:
+        if packed and (not wide_packing or min(packed.values()) < GIANT_FREE_BITS):
             # A packed count is exact below 2^bits rows; partitions with more (a unit with
             # hundreds of thousands of rows in one group) are summed again from their rows.
             # Only the packed columns are read again: the others are exact in __capped.
@@ -1279,7 +1289,11 @@ def compile_plan(
 
 
 def _packable(
-    plan: DPPlan, needed: dict[tuple[str, str], str], measure_alias: dict[str, str]
+    plan: DPPlan,
+    needed: dict[tuple[str, str], str],
+    measure_alias: dict[str, str],
+    *,
+    wide: bool = False,
 ) -> dict[str, int]:
     """The columns whose count of values can ride in the low bits of their sum, and the bits.
 
@@ -1289,6 +1303,8 @@ def _packable(
     checked here from the largest |per-row value| (+1 for the rounding); ``bits`` is the
     largest such, at most :data:`PACK_BITS_MAX` and with ``2^bits > max_rows``. Partitions
     with more rows are summed again (``__giant``). Other columns keep a sum and a count.
+    With ``wide`` (the sum is kept in the engine's wide type), only one row's packed value
+    must fit BIGINT, which leaves more bits to the count.
     """
     reach: dict[str, int] = {}
     for meas in plan.measures:
@@ -1307,7 +1323,11 @@ def _packable(
             (
                 b
                 for b in range(least_bits, PACK_BITS_MAX + 1)
-                if (2**b - 1) * (reach[a] * 2**b + 1) <= SUM_LIMIT
+                if (
+                    reach[a] * 2**b + 1 <= SUM_LIMIT
+                    if wide
+                    else (2**b - 1) * (reach[a] * 2**b + 1) <= SUM_LIMIT
+                )
             ),
             default=None,
         )
