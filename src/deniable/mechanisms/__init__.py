@@ -3,6 +3,7 @@
 from deniable.mechanisms.exponential import exponential, random_permutation
 from deniable.mechanisms.gaussian import discrete_gaussian, gaussian, gaussian_loss
 from deniable.mechanisms.laplace import geometric, laplace, laplace_loss
+from deniable.mechanisms.mixture import Candidate, MixtureRelease, mixture, mixture_loss
 from deniable.mechanisms.randomized_response import (
     coin_randomized_response,
     coin_rr_estimate,
@@ -14,6 +15,8 @@ from deniable.mechanisms.randomized_response import (
 from deniable.mechanisms.release import NoiseLaw, Release
 
 __all__ = [
+    "Candidate",
+    "MixtureRelease",
     "NoiseLaw",
     "Release",
     "coin_randomized_response",
@@ -27,6 +30,8 @@ __all__ = [
     "k_randomized_response",
     "laplace",
     "laplace_loss",
+    "mixture",
+    "mixture_loss",
     "random_permutation",
     "randomized_response",
     "rr_loss",

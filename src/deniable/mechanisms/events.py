@@ -7,7 +7,9 @@ the accounting improves later: the events stay true, only their interpretation c
 
 Each event's :meth:`loss` is the privacy map of its mechanism (the same function the
 mechanism's own :class:`~deniable.mechanisms.Release` reports), and :func:`compose_events`
-is basic sequential composition converted to the budget's kind.
+is basic sequential composition converted to the budget's kind. A :class:`MixtureEvent`
+(one of several releases chosen at random, only it run) costs the maximum of its
+candidates' losses.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from typing import TypeAlias
 from deniable.accounting.composition import compose
 from deniable.accounting.conversions import convert
 from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
+from deniable.errors import InvalidParameter
 from deniable.mechanisms.gaussian import gaussian_loss
 from deniable.mechanisms.laplace import laplace_loss
+from deniable.mechanisms.mixture import mixture_loss, mixture_weights
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +99,51 @@ class PartitionSelectionEvent:
         return EpsilonDelta(epsilon=self.epsilon, delta=self.delta)
 
 
+@dataclass(frozen=True, slots=True)
+class MixtureEvent:
+    """One of several releases, chosen at random with public weights, and only it run.
+
+    The loss is the component-wise maximum of the candidates' losses, not their sum
+    (thesis Proposition 3): the ``(ε, δ)`` inequality is preserved by convex combinations,
+    and Rényi divergence is jointly quasi-convex, so both hold even with the choice revealed
+    (see :mod:`deniable.mechanisms.mixture`).
+
+    Attributes:
+        candidates: the candidates' events, in order.
+        weights: the public probability of each (positive, summing to exactly 1).
+
+    Raises:
+        InvalidParameter: on construction, when the weights are not a distribution or do not
+            match the candidates.
+
+    Examples:
+        >>> one, two = Fraction(1), Fraction(2)
+        >>> MixtureEvent(
+        ...     (GeometricEvent(one, one), GeometricEvent(one, two)), (one / 2, one / 2)
+        ... ).loss()
+        Epsilon(epsilon=2)
+    """
+
+    candidates: tuple[PrivacyEvent, ...]
+    weights: tuple[Fraction, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "candidates", tuple(self.candidates))
+        object.__setattr__(self, "weights", mixture_weights(self.weights))
+        if len(self.weights) != len(self.candidates):
+            raise InvalidParameter("a mixture event needs one weight per candidate event")
+
+    def loss(self) -> PrivacyLoss:
+        """The component-wise maximum of the candidates' losses, in their common kind."""
+        return mixture_loss(e.loss() for e in self.candidates)
+
+
 PrivacyEvent: TypeAlias = (
-    GeometricEvent | DiscreteGaussianEvent | ExponentialEvent | PartitionSelectionEvent
+    GeometricEvent
+    | DiscreteGaussianEvent
+    | ExponentialEvent
+    | PartitionSelectionEvent
+    | MixtureEvent
 )
 
 
@@ -106,6 +153,8 @@ def compose_events(events: Iterable[PrivacyEvent], kind: type[PrivacyLoss]) -> P
     Raises:
         InvalidParameter: a loss that cannot be expressed in ``kind`` (e.g. a δ in a pure
             ε budget).
+
+    A :class:`MixtureEvent` counts once, at the maximum of its candidates' losses.
 
     Examples:
         >>> compose_events([GeometricEvent(Fraction(2), Fraction(1, 2))], Epsilon)

@@ -100,6 +100,9 @@ class AnswerMetadata:
         row_policies: the rules applied to rows before aggregation (rows dropped, per-person
             caps, clamping), stated as policy — never as a count of affected rows, which
             would depend on the data.
+        population: whether counts and sums are population-scale estimates from the sample
+            (divided by ``sample_rate``, with intervals that include the sampling error;
+            see :func:`deniable.query.execute.population_release`) rather than the sample's.
     """
 
     query: str
@@ -119,6 +122,7 @@ class AnswerMetadata:
     sample_rate: float | None = None
     loss_on_sample: PrivacyLoss | None = None
     row_policies: tuple[str, ...] = ()
+    population: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """JSON-compatible form (the stored part: not ``loss``/``remaining``/``cached``)."""
@@ -139,6 +143,7 @@ class AnswerMetadata:
             if self.loss_on_sample is None
             else loss_to_json(self.loss_on_sample),
             "row_policies": list(self.row_policies),
+            "population": self.population,
         }
 
 
@@ -260,6 +265,7 @@ class Answer:
             if data.get("loss_on_sample") is None
             else loss_from_json(data["loss_on_sample"]),
             row_policies=tuple(data.get("row_policies", ())),
+            population=bool(data.get("population", False)),
         )
         frame = table.replace_schema_metadata(None).to_pandas()
         return cls(frame, meta)
@@ -279,6 +285,8 @@ class Answer:
                 f" (on a {m.sample_rate:.3g} sample of the privacy units: "
                 f"{show_loss(m.loss_on_sample)} before amplification)"
             )
+            if m.population:
+                paid += "; population estimates (sampling error in the intervals)"
         return f"{paid}; remaining {show_loss(m.remaining)}; {m.level:.0%} intervals"
 
     def __repr__(self) -> str:

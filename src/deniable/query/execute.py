@@ -12,6 +12,10 @@ The one release path (DESIGN.md §6). In order:
    :class:`~deniable.query.answer.Answer` — values, intervals, HAVING, ORDER BY, LIMIT —
    which is stored for replays.
 
+On a table registered on a Bernoulli(β) sample, ``population=True`` turns the released
+totals into population-scale estimates with intervals that include the sampling error
+(:func:`population_release`; post-processing, no extra cost).
+
 Nothing fallible that could release data runs before the charge commits, and no check of
 the loss runs after it: the program's events were checked against its loss when it was
 compiled.
@@ -19,7 +23,7 @@ compiled.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import nullcontext
 from fractions import Fraction
 
@@ -31,17 +35,25 @@ from deniable.accounting.conversions import convert
 from deniable.accounting.filter import BudgetFilter
 from deniable.accounting.loss import EpsilonDelta, PrivacyLoss
 from deniable.engines.base import Engine, TableBinding
-from deniable.errors import BudgetExceeded, InternalError
+from deniable.errors import BudgetExceeded, InternalError, InvalidParameter
 from deniable.ledger import Ledger
 from deniable.noise.source import RandomSource, resolve
 from deniable.query import postprocess
+from deniable.query.aggregates import Count, DistinctCount, Released, Sum
 from deniable.query.answer import Answer, AnswerMetadata, loss_to_json, show_loss, zero_like
-from deniable.query.plan import DPPlan, releases_nothing_private
+from deniable.query.plan import AggregatePlan, DPPlan, releases_nothing_private
 from deniable.query.postprocess import AGG_PREFIX, KEY_PREFIX
 from deniable.query.program import QueryProgram
-from deniable.query.release import ExactAggregates, NoisyAnswer, read_result, release
+from deniable.query.release import (
+    ExactAggregates,
+    NoisyAnswer,
+    OutputColumn,
+    read_result,
+    release,
+)
 from deniable.query.rewrite.compile import CompiledQuery, Secrets, compile_plan
 from deniable.sampling.account import SampleAccount
+from deniable.sampling.population import scale_total, split_level, total_interval
 
 
 def new_secrets(source: RandomSource | None) -> Secrets:
@@ -95,6 +107,7 @@ def execute(
     joined: Mapping[str, TableBinding] | None = None,
     cache_scope: str | None = None,
     idempotency_key: str | None = None,
+    population: bool = False,
 ) -> Answer:
     """Answer ``program``, charging ``program.loss`` (amplified on a sampled table).
 
@@ -117,16 +130,27 @@ def execute(
         idempotency_key: the caller's request key, recorded with the charge: the ledger
             refuses a second charge with the same key for the same analyst
             (:class:`~deniable.errors.DuplicateRequest`, nothing written or released).
+        population: on a sampled table, report population-scale estimates (counts and sums
+            divided by β) with intervals covering the population total, sampling error
+            included (:func:`population_release`); free post-processing of the same
+            release. Such an answer is stored and replayed apart from the sample-scale one
+            (asking both ways is charged twice). Without sampling the answer already
+            describes the whole table and is unchanged.
 
     Raises:
         BudgetExceeded: the cost does not fit what is left (nothing was spent).
         SQLError: the engine refused the statement's types (nothing was spent).
         EngineError: the engine failed (nothing was spent).
         LedgerError: the ledger could not record the charge (nothing was released).
+        InvalidParameter: ``population=True`` with an aggregate that has no population
+            estimate here (nothing was spent; the message says what to ask instead).
     """
     plan = program.plan
-    query_key = replay_key(program, cache_scope)
-    replayed = replay(program, ledger, dataset=dataset, cache_scope=cache_scope)
+    scaled = population and sample is not None
+    if scaled:
+        check_population(plan)
+    query_key = replay_key(program, cache_scope, population=scaled)
+    replayed = replay(program, ledger, dataset=dataset, cache_scope=cache_scope, population=scaled)
     if replayed is not None:
         return replayed
     free = releases_nothing_private(plan)
@@ -156,6 +180,9 @@ def execute(
             charge_id = charge.id
     # Only now, after the commit, is anything computed from the data made public.
     noisy = release(plan, exact, source=source)
+    if scaled:
+        assert sample is not None
+        noisy = population_release(plan, noisy, sample.rate)
     answer = build_answer(
         plan,
         noisy,
@@ -163,26 +190,38 @@ def execute(
         remaining=ledger.remaining(dataset),
         charge_id=charge_id,
         sample_rate=None if sample is None else sample.rate,
+        population=scaled,
     )
     if charge_id is not None:
         ledger.store_answer(charge_id, answer.to_bytes())
     return answer
 
 
-def replay_key(program: QueryProgram, cache_scope: str | None = None) -> str:
-    """The ledger's key of ``program``'s stored answer (see :func:`execute`)."""
-    return program.cache_key if cache_scope is None else f"{cache_scope}/{program.cache_key}"
+def replay_key(
+    program: QueryProgram, cache_scope: str | None = None, *, population: bool = False
+) -> str:
+    """The ledger's key of ``program``'s stored answer (see :func:`execute`).
+
+    Population-scale answers of a sampled table are stored under their own key.
+    """
+    key = program.cache_key if cache_scope is None else f"{cache_scope}/{program.cache_key}"
+    return f"{key}#population" if population else key
 
 
 def replay(
-    program: QueryProgram, ledger: Ledger, *, dataset: str, cache_scope: str | None = None
+    program: QueryProgram,
+    ledger: Ledger,
+    *,
+    dataset: str,
+    cache_scope: str | None = None,
+    population: bool = False,
 ) -> Answer | None:
     """The stored answer of the identical question asked before, or None; no privacy loss.
 
     Reads the ledger only (no engine, no lock needed): the answer was released when it was
     first charged, so replaying it releases nothing new.
     """
-    stored = ledger.cached_answer(dataset, replay_key(program, cache_scope))
+    stored = ledger.cached_answer(dataset, replay_key(program, cache_scope, population=population))
     if stored is None:
         return None
     plan = program.plan
@@ -247,6 +286,7 @@ def build_answer(
     remaining: PrivacyLoss,
     charge_id: int | None,
     sample_rate: Fraction | None = None,
+    population: bool = False,
 ) -> Answer:
     """Assemble the answer: outputs, intervals, HAVING, ORDER BY, LIMIT (post-processing only).
 
@@ -337,6 +377,8 @@ def build_answer(
         )
     elif plan.keys:
         selection = "public keys: every declared key is output, empty groups included"
+    if population and sample_rate is not None:
+        notes["(population)"] = population_note(sample_rate, plan.level)
     if query.having is not None:
         notes["(having)"] = (
             "HAVING filters the released rows on their noisy values (post-processing); "
@@ -359,8 +401,146 @@ def build_answer(
         sample_rate=None if sample_rate is None else float(sample_rate),
         loss_on_sample=None if sample_rate is None else plan.loss,
         row_policies=row_policies(plan),
+        population=population and sample_rate is not None,
     )
     return Answer(frame, meta)
+
+
+# ----------------------------------------------------------------------------- population
+
+_POPULATION_REFUSAL = {
+    "DistinctCount": "COUNT(DISTINCT col) of a column other than the privacy unit is not a "
+    "sum over privacy units, so it has no unbiased scaling; ask COUNT(DISTINCT <unit>) or "
+    "COUNT(col), or ask without population=True (the answer then describes the sample)",
+    "Mean": "AVG is a ratio: over the sample it already estimates the population's mean, but "
+    "its interval here would not include the sampling error; with population=True ask "
+    "SUM(col) / COUNT(col) (clamping bounds ≥ 0 or ≤ 0), whose interval includes it, or ask "
+    "AVG without population=True",
+    "Variance": "VARIANCE/STDDEV of a sample has no population interval here; ask them without "
+    "population=True (the answer then describes the sample)",
+    "Quantile": "quantiles (and MEDIAN, MIN, MAX) have no population interval here: the "
+    "sample's quantile estimates the population's, but no sampling-error bound is "
+    "available for it; ask without population=True",
+}
+
+
+def check_population(plan: DPPlan) -> None:
+    """Refuse, before anything runs, a query with no population-scale answer here.
+
+    Supported: ``COUNT(*)``, ``COUNT(col)``, ``COUNT(DISTINCT <unit>)``, and ``SUM(col)``
+    with clamping bounds of one sign (the sampling bound needs ``0 ≤ y_u ≤ R`` per unit, or
+    ``−R ≤ y_u ≤ 0``); expressions, HAVING and ORDER BY over those.
+
+    Raises:
+        InvalidParameter: naming the aggregate and what to ask instead.
+    """
+    for agg in plan.aggregates:
+        a = agg.aggregate
+        if isinstance(a, DistinctCount):
+            reason = _POPULATION_REFUSAL["DistinctCount"]
+        elif isinstance(a, Count):
+            continue
+        elif isinstance(a, Sum):
+            assert a.bounds is not None
+            lo, hi = a.bounds.as_floats()
+            if lo >= 0 or hi <= 0:
+                continue
+            reason = (
+                f"its clamping bounds [{lo:g}, {hi:g}] straddle 0, and the sampling-error "
+                "bound needs every person's contribution to have one sign; shift the "
+                f"column, e.g. SUM(col - ({lo:g})) with bounds [0, {hi - lo:g}], and "
+                f"subtract ({lo:g})·COUNT(col)"
+            )
+        else:
+            kinds = [k for k in _POPULATION_REFUSAL if k in {t.__name__ for t in type(a).mro()}]
+            reason = _POPULATION_REFUSAL[kinds[0]] if kinds else "it has no population estimate"
+        raise InvalidParameter(
+            f"population=True cannot answer {agg.name}: {reason}; nothing was spent"
+        )
+
+
+def _unit_bound(plan: DPPlan, agg: AggregatePlan) -> float:
+    """``R``: the most one privacy unit adds to one cell of ``agg`` (public bounds only).
+
+    The measure's partition sensitivity (``r`` rows, 1 unit, or ``r·max|bound|`` fixed-point
+    units) in the aggregate's value units.
+    """
+    (mid,) = agg.measures
+    meas = plan.measure(mid)
+    scale = float(meas.row_granularity) if isinstance(agg.aggregate, Sum) else 1.0
+    return float(meas.partition_sensitivity) * scale
+
+
+def population_release(plan: DPPlan, noisy: NoisyAnswer, rate: Fraction) -> NoisyAnswer:
+    """Population-scale totals from a release on a Bernoulli(β) sample (post-processing).
+
+    Each count or sum ``S̃`` becomes the Horvitz–Thompson estimate ``S̃/β``; its interval at
+    level ``ℓ`` is :func:`deniable.sampling.population.total_interval` applied to the
+    release's own noise interval at level ``1 − (1−ℓ)/2``, with the other ``(1−ℓ)/2`` for
+    the sampling error (Bernstein with the per-unit bound ``R``): a union bound gives
+    coverage ``≥ ℓ`` of the population total of the bounded contributions. Negative sums
+    (bounds ≤ 0) are handled by symmetry. Uses released values and public parameters only,
+    so it costs nothing. :func:`check_population` must have accepted ``plan``.
+
+    The target is the population total of the *bounded* contributions (rows beyond the
+    contribution bounds are not counted, values are clamped), the quantity the sample's
+    answer estimates too; with private group keys, a group's interval misses its total with
+    probability ``≤ 1 − ℓ`` whether or not the group is released. Expressions, HAVING and
+    ORDER BY over these aggregates see the population values and intervals.
+    """
+    columns: list[OutputColumn] = []
+    released: list[Released] = []
+    for agg, col, rel in zip(plan.aggregates, noisy.columns, noisy.released, strict=True):
+        bound = _unit_bound(plan, agg)
+        negative = (
+            isinstance(agg.aggregate, Sum)
+            and agg.aggregate.bounds is not None
+            and (agg.aggregate.bounds.as_floats()[0] < 0)
+        )
+        if rel.interval is None:
+            raise InternalError(f"{agg.name} has no interval to scale")
+        values = scale_total(np.asarray(rel.values, dtype=np.float64), rate)
+        out = Released(
+            values,
+            f"{rel.mechanism}; population estimate = sample value/β (β = {float(rate):.4g})",
+            rel.note,
+            _population_interval(rel.interval, rate, bound, negative=negative),
+        )
+        low, high = out.interval(plan.level) if out.interval is not None else (None, None)
+        released.append(out)
+        columns.append(OutputColumn(col.name, values, low, high, out.mechanism, col.note))
+    return NoisyAnswer(keys=noisy.keys, columns=columns, released=released, selected=noisy.selected)
+
+
+def _population_interval(
+    noise: Callable[[float], tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]],
+    rate: Fraction,
+    bound: float,
+    *,
+    negative: bool,
+) -> Callable[[float], tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]]:
+    def interval(level: float) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        noise_level, alpha = split_level(level)
+        lo, hi = noise(noise_level)
+        if negative:  # a total of contributions in [−R, 0]: bound −S, then negate back
+            p_lo, p_hi = total_interval(-hi, -lo, rate=rate, bound=bound, alpha=alpha)
+            return -p_hi, -p_lo
+        return total_interval(lo, hi, rate=rate, bound=bound, alpha=alpha)
+
+    return interval
+
+
+def population_note(rate: Fraction, level: float) -> str:
+    """What a population-scale answer's values and intervals mean (for the answer's notes)."""
+    return (
+        f"population estimates from a Bernoulli({float(rate):.4g}) sample of the privacy "
+        "units: counts and sums are the sample's noisy values divided by β (Horvitz–"
+        f"Thompson, unbiased); each {level:g} interval covers the population total of the "
+        "bounded contributions, sampling error included: the noise interval at level "
+        f"{1 - (1 - level) / 2:g} and Bernstein's inequality for the sample (per-person "
+        "contribution bound from the contribution and clamping bounds), union bound; "
+        "post-processing, no extra cost"
+    )
 
 
 def row_policies(plan: DPPlan) -> tuple[str, ...]:
