@@ -14,6 +14,14 @@ is the generated bounded statement alone (``PostgresEngine.run``: read-only tran
 statement timeout, result to Arrow); ``dp`` is ``Session.sql`` end to end (plan, statement,
 ledger charge, noise). Times: minimum of interleaved repetitions.
 
+The generated statement is timed in both packed forms, compiled in the same run by switching
+the capability ``wide_packing`` of the engine (their exact aggregates are checked equal):
+``narrow packing`` (a count in the low bits of a sum clamped to BIGINT, and the re-sum of the
+partitions of ``2^bits`` rows or more: ``__giant``, ``__grows``, ``__gl1``, a second reader
+of ``__capped`` that PostgreSQL then materialises) and ``wide packing`` (the packed sum stays
+NUMERIC, read back by exact decimal arithmetic, capability ``wide_bitwise = False``; no
+re-sum). ``dp`` uses the form of :data:`deniable.engines.base.POSTGRES_CAPABILITIES`.
+
 Server settings for a 2-core, 24 GiB machine (:data:`SETTINGS`): ``shared_buffers = 6GB``
 (a quarter of memory: the whole 10⁷-row table stays cached), ``work_mem = 512MB`` (the
 per-(user, category) hash aggregates and window sorts stay in memory), ``max_parallel_workers
@@ -28,11 +36,14 @@ Run: ``.venv/bin/python benchmarks/postgres.py [--sizes 1e6 1e7] [--repeat 3]`` 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import io
 import platform
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -40,6 +51,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests" / "conformance"))
+
+from deniable.engines.base import POSTGRES_CAPABILITIES, Capabilities  # noqa: E402
 
 QUERY = (
     "SELECT category, COUNT(*) AS n, SUM(value) AS total, AVG(value) AS mean "
@@ -92,6 +105,24 @@ def _load(dsn: str, n: int) -> None:
         assert row is not None and row[0] == n
 
 
+@contextlib.contextmanager
+def _capabilities(caps: Capabilities) -> Iterator[None]:
+    """Compile for ``caps`` instead of PostgreSQL's declared capabilities (this process)."""
+    from deniable.engines.postgres import PostgresEngine
+
+    saved = PostgresEngine.capabilities
+    PostgresEngine.capabilities = caps
+    try:
+        yield
+    finally:
+        PostgresEngine.capabilities = saved
+
+
+def _runner(engine: Any, binding: Any, sql: str) -> Callable[[int], object]:
+    """A timed run of ``sql`` (the repetition index is ignored)."""
+    return lambda i: engine.run(binding, sql)
+
+
 def measure(dsn: str, n: int, repeat: int, tmp: Path) -> dict[str, float]:
     """Best wall times (s) of the floor, the generated statement and ``Session.sql``."""
     import psycopg
@@ -110,9 +141,24 @@ def measure(dsn: str, n: int, repeat: int, tmp: Path) -> dict[str, float]:
         version=f"bench-{n}",
         **POLICY,
     )
-    _, compiled, _ = exact_aggregates(session, QUERY, not_private=True, epsilon=1)
     engine = session._engines["events"]
     binding = session._bindings["events"]
+    forms: dict[str, str] = {}
+    exact: dict[str, Any] = {}
+    for name, wide in (("narrow packing", False), ("wide packing", True)):
+        caps = dataclasses.replace(POSTGRES_CAPABILITIES, wide_packing=wide)
+        with _capabilities(caps):
+            _, compiled, result = exact_aggregates(session, QUERY, not_private=True, epsilon=1)
+        assert ("__giant" in compiled.sql) == (not wide), name
+        forms[name], exact[name] = compiled.sql, result
+    by_key = [
+        {
+            k: (int(r.units[i]), *(int(v[i]) for v in r.measures.values()))
+            for i, k in enumerate(r.keys)
+        }
+        for r in exact.values()
+    ]
+    assert by_key[0] == by_key[1], "the two packed forms disagree"
     floor = psycopg.connect(dsn, autocommit=True)
 
     def dp(i: int) -> None:
@@ -121,7 +167,7 @@ def measure(dsn: str, n: int, repeat: int, tmp: Path) -> dict[str, float]:
 
     runs = {
         "two-level (non-private)": lambda i: floor.execute(TWO_LEVEL).fetchall(),
-        "dp engine": lambda i: engine.run(binding, compiled.sql),
+        **{f"dp engine, {name}": _runner(engine, binding, sql) for name, sql in forms.items()},
         "dp": dp,
     }
     times: dict[str, list[float]] = {k: [] for k in runs}
@@ -178,8 +224,14 @@ def main() -> None:
             '(`Session.add_table(…, "postgresql://…", table="public.events")`), as a ratio to '
             "the non-private two-level query (`GROUP BY user_id, category` then `GROUP BY "
             "category`) on the same server, table and run. `dp engine` is the generated bounded "
-            "statement alone (read-only transaction with a statement timeout, result to Arrow); "
-            "`dp` is `Session.sql` end to end. Minimum of "
+            "statement alone (read-only transaction with a statement timeout, result to Arrow), "
+            "in both packed forms compiled in the same run (equal exact aggregates checked): "
+            "*narrow packing* (a count in the low bits of a sum clamped to BIGINT, with the "
+            "re-sum of partitions of 2^bits rows or more — a second reader of `__capped`) and "
+            "*wide packing* (the packed sum kept NUMERIC, read back by exact decimal arithmetic, "
+            "no re-sum); `dp` is `Session.sql` end to end, with "
+            f"`wide_packing = {POSTGRES_CAPABILITIES.wide_packing}` (the declared form). "
+            "Minimum of "
             f"{args.repeat} interleaved runs after one warm-up. Target: ≤ 2.5× the floor."
         ),
         "",

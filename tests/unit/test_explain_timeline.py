@@ -89,3 +89,21 @@ def test_answer_bars_refuses() -> None:
     big = pd.DataFrame({"n": range(100), "n_low": range(100), "n_high": range(100)})
     with pytest.raises(InvalidParameter, match="at most 60"):
         answer_bars(big)
+
+
+def test_zcdp_dataset_is_shown_in_rho_against_the_filter_caps(tmp_path: Path) -> None:
+    """A dataset spent through the zCDP accountant: ρ charges cannot be converted into an
+    (ε, δ) cap, so the timeline is drawn in the filter's own currency (ρ, and the δ of
+    charges with δ > 0) against its ρ cap and δ pool."""
+    ledger = Ledger(tmp_path / "l.db")
+    ledger.register("d", EpsilonDelta(epsilon=1, delta=1e-6), accountant="zcdp")
+    _charge(ledger, Rho(rho=Fraction(1, 100)), 0)
+    _charge(ledger, Epsilon(epsilon=Fraction(1, 10)), 1)
+    _charge(ledger, EpsilonDelta(epsilon=Fraction(1, 10), delta=Fraction(1, 10**8)), 2)
+    tl = ledger_timeline(ledger, "d")
+    budget = ledger.budget_filter("d")
+    assert tl.names == ("ρ", "δ")
+    assert tl.spent["ρ"] == (Fraction(1, 100), Fraction(3, 200), Fraction(1, 50))
+    assert tl.spent["δ"] == (0, 0, Fraction(1, 10**8))
+    assert tl.cap == {"ρ": budget.rho_max, "δ": budget.delta_pool}  # type: ignore[union-attr]
+    assert 0 < tl.cap["ρ"] < Fraction(1, 10)

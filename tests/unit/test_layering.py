@@ -36,6 +36,7 @@ LAYERS: dict[str, int] = {
     "query": 3,
     "engines": 3,
     "curator": 3,
+    "graph": 3,  # graph queries: like query, above engines, below the curator
     "cli": 4,
     "server": 4,
     "attacks": 4,  # drives a Session against unsafe baselines (the attack lab)
@@ -45,7 +46,11 @@ LAYERS: dict[str, int] = {
 }
 LEAVES = ("errors", "sqlnames", "sqlrunner", "stats")
 # Same-layer imports that are nevertheless forbidden.
-FORBIDDEN = {"query": {"curator"}, "engines": {"query", "curator"}}
+FORBIDDEN = {
+    "query": {"curator", "graph"},
+    "engines": {"query", "curator", "graph"},
+    "graph": {"curator"},
+}
 NO_DUCKDB = ("sampling", "anonymize", "local", "explain", "audit", "accounting", "mechanisms",
              "noise", *LEAVES)  # fmt: skip
 

@@ -6,9 +6,7 @@ statistically in ``tests/stats/test_population_intervals.py``.
 
 from __future__ import annotations
 
-import inspect
 import math
-from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 
@@ -260,18 +258,13 @@ def test_expressions_over_population_totals(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- session
 
 
-@pytest.mark.skipif(
-    "population" not in inspect.signature(Session.sql).parameters,
-    reason="Session.sql does not forward population= yet (lead applies the session.py diff)",
-)
 def test_session_sql_population(tmp_path: Path) -> None:
     with _session(tmp_path) as s:
-        sql: Callable[..., Answer] = s.sql  # typed loosely until Session.sql has the option
-        pop = sql(QUERY, epsilon=1, population=True)
+        pop = s.sql(QUERY, epsilon=1, population=True)
         assert pop.metadata.population and "(population)" in pop.metadata.notes
         sample = s.sql(QUERY, epsilon=1)
         assert not sample.metadata.population
         # Scaled: the population counts are about 1/β = 4 times the sample's.
         assert pop.frame["n"].sum() > 2.5 * sample.frame["n"].sum()
         with pytest.raises(InvalidParameter, match="AVG"):
-            sql("SELECT AVG(x) AS m FROM t", epsilon=1, population=True)
+            s.sql("SELECT AVG(x) AS m FROM t", epsilon=1, population=True)

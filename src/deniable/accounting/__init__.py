@@ -5,7 +5,8 @@ One concept per module: :mod:`~deniable.accounting.loss` (the loss values),
 :mod:`~deniable.accounting.group` (group privacy), :mod:`~deniable.accounting.conversions`
 (ε ↔ (ε, δ) ↔ ρ), :mod:`~deniable.accounting.amplification` (Bernoulli sampling),
 :mod:`~deniable.accounting.pld` (tight composition through ``dp_accounting``; imports it
-lazily), :mod:`~deniable.accounting.filter` (the budget filter) and
+lazily), :mod:`~deniable.accounting.filter` (the budget filter),
+:mod:`~deniable.accounting.renyi` (Rényi and zCDP filters for an (ε, δ) cap) and
 :mod:`~deniable.accounting.bounds` (certified rounding of irrational results).
 """
 
@@ -22,7 +23,7 @@ from deniable.accounting.conversions import (
     pure_to_zcdp,
     zcdp_to_approx,
 )
-from deniable.accounting.filter import BudgetFilter
+from deniable.accounting.filter import Accountant, BudgetFilter, make_filter, parse_accountant
 from deniable.accounting.group import group_privacy
 from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
 from deniable.accounting.pld import (
@@ -31,8 +32,16 @@ from deniable.accounting.pld import (
     LaplaceEvent,
     compose_pld,
 )
+from deniable.accounting.renyi import (
+    RenyiFilter,
+    ZCDPAccountant,
+    ZCDPFilter,
+    zcdp_epsilon,
+    zcdp_rho_cap,
+)
 
 __all__ = [
+    "Accountant",
     "BudgetFilter",
     "DiscreteLaplaceEvent",
     "Epsilon",
@@ -40,7 +49,10 @@ __all__ = [
     "GaussianEvent",
     "LaplaceEvent",
     "PrivacyLoss",
+    "RenyiFilter",
     "Rho",
+    "ZCDPAccountant",
+    "ZCDPFilter",
     "advanced_composition",
     "amplify_bernoulli",
     "common_kind",
@@ -50,7 +62,11 @@ __all__ = [
     "convert",
     "epsilon_for_sampled",
     "group_privacy",
+    "make_filter",
+    "parse_accountant",
     "pure_to_approx",
     "pure_to_zcdp",
+    "zcdp_epsilon",
+    "zcdp_rho_cap",
     "zcdp_to_approx",
 ]

@@ -10,15 +10,22 @@ The filter is pure in-memory arithmetic and cheap to construct. The durable ledg
 inside one transaction it rebuilds ``BudgetFilter(cap, spent=<stored total>)``, calls
 :meth:`BudgetFilter.charge`, and writes the new total only if that returned. The filter is not
 thread-safe on its own; the ledger's transaction is what serialises concurrent charges.
+
+A dataset may instead spend an ``(ε, δ)`` cap through the zCDP filter of
+:mod:`deniable.accounting.renyi` (``accountant="zcdp"``), which adds ρ-zCDP losses and
+converts once: far more Gaussian answers fit. :func:`parse_accountant` reads the choice and
+:func:`make_filter` builds the filter it names.
 """
 
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Literal
 
 from deniable.accounting.composition import components, from_components
 from deniable.accounting.conversions import KIND_NAMES, convert
 from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho, show
+from deniable.accounting.renyi import ZCDPAccountant, ZCDPFilter, ZCDPSpent
 from deniable.errors import BudgetExceeded, InvalidParameter
 
 _NAMES: dict[type, tuple[str, ...]] = {
@@ -156,3 +163,82 @@ class BudgetFilter:
 
     def __repr__(self) -> str:
         return f"BudgetFilter(cap={self._cap!r}, spent={self.spent!r})"
+
+
+Accountant = Literal["basic"] | ZCDPAccountant
+"""How a dataset's budget is spent: ``"basic"`` (:class:`BudgetFilter`, losses add) or a
+:class:`~deniable.accounting.renyi.ZCDPAccountant` (an ``(ε, δ)`` cap spent as ρ-zCDP)."""
+
+ACCOUNTANTS = ("basic", "zcdp")
+"""The accountant names :func:`parse_accountant` knows."""
+
+
+def parse_accountant(value: object) -> Accountant:
+    """Read an accountant choice (a name, or a ``ZCDPAccountant``).
+
+    Names: ``"basic"``, ``"zcdp"`` and ``"zcdp:delta_share=p/q"``.
+
+    Raises:
+        InvalidParameter: anything else.
+
+    Examples:
+        >>> parse_accountant("zcdp")
+        ZCDPAccountant(delta_share=Fraction(1, 2))
+    """
+    if isinstance(value, ZCDPAccountant):
+        return value
+    if value == "basic":
+        return "basic"
+    if isinstance(value, str):
+        return ZCDPAccountant.parse(value)
+    raise InvalidParameter(
+        f"accountant must be 'basic' or 'zcdp' (or a ZCDPAccountant), got {type(value).__name__}"
+    )
+
+
+def accountant_spec(accountant: Accountant) -> str:
+    """The canonical text of an accountant choice (what the ledger stores)."""
+    choice = parse_accountant(accountant)
+    return choice.spec if isinstance(choice, ZCDPAccountant) else "basic"
+
+
+def check_accountant(cap: PrivacyLoss, accountant: Accountant) -> None:
+    """Refuse an accountant that cannot spend ``cap``.
+
+    Raises:
+        InvalidParameter: ``"zcdp"`` with a cap other than ``EpsilonDelta`` with ``δ > 0``.
+    """
+    if accountant != "basic" and not (isinstance(cap, EpsilonDelta) and cap.delta > 0):
+        raise InvalidParameter(
+            "accountant='zcdp' needs an EpsilonDelta cap with δ > 0 (e.g. "
+            "EpsilonDelta(epsilon=1, delta=1e-6)); a Rho cap already adds ρ and a pure ε cap "
+            "cannot pay the ρ → (ε, δ) conversion: use accountant='basic'"
+        )
+
+
+def make_filter(
+    cap: PrivacyLoss,
+    accountant: Accountant,
+    *,
+    spent: PrivacyLoss | ZCDPSpent | None = None,
+) -> BudgetFilter | ZCDPFilter:
+    """Build the filter ``accountant`` names for ``cap``, with what was already ``spent``.
+
+    ``spent`` is a loss in the cap's kind for ``"basic"`` and a
+    :class:`~deniable.accounting.renyi.ZCDPSpent` for the zCDP accountant.
+
+    Raises:
+        InvalidParameter: an accountant that cannot spend ``cap``, or a ``spent`` of the
+            wrong form.
+    """
+    choice = parse_accountant(accountant)
+    check_accountant(cap, choice)
+    if not isinstance(choice, ZCDPAccountant):
+        if isinstance(spent, ZCDPSpent):
+            raise InvalidParameter("the basic accountant's spent total is a privacy loss")
+        return BudgetFilter(cap, spent=spent)
+    if spent is not None and not isinstance(spent, ZCDPSpent):
+        raise InvalidParameter("the zCDP accountant's spent total is a ZCDPSpent")
+    if not isinstance(cap, EpsilonDelta):  # pragma: no cover - check_accountant refused it
+        raise InvalidParameter("the zCDP accountant needs an EpsilonDelta cap")
+    return ZCDPFilter(cap, delta_share=choice.delta_share, spent=spent)

@@ -37,8 +37,9 @@ not at all, so ``|Δscore| ≤ k·u(g) ≤ k·max_g u(g) =: Δ``, the sensitivit
 from __future__ import annotations
 
 import math
+import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
@@ -109,6 +110,10 @@ class Anonymization:
         report: the utility report (with curator-only figures marked).
         dropped_columns: input columns not published.
         selection: how the recoding was chosen (ε-safe only).
+        sample_id: an opaque identity (128 random bits, hex; nothing of the data) of the
+            Bernoulli sample the release consumed — the sample itself is dropped at once.
+            Give it to :meth:`deniable.ledger.Ledger.record_sample_release` to charge the
+            release and record that the sample answers nothing else (LQS §2.6).
     """
 
     runner: SQLRunner
@@ -118,6 +123,7 @@ class Anonymization:
     report: UtilityReport
     dropped_columns: tuple[str, ...]
     selection: Selection | None = None
+    sample_id: str = field(default_factory=lambda: secrets.token_hex(16))
 
     def published_sql(self) -> str:
         """SQL of the published table: each class's tuple repeated size times, sorted."""

@@ -167,7 +167,8 @@ def allow(
             )
         if config is not None and dataset in config.datasets:
             # What the service does when it starts: the configuration declares the cap.
-            ledger.register(dataset, config.datasets[dataset].budget)
+            ds = config.datasets[dataset]
+            ledger.register(dataset, ds.budget, accountant=ds.accountant)
         ledger.set_allowance(dataset, name, loss)
         cap = ledger.cap(dataset)
         left = ledger.remaining(dataset, analyst=name)

@@ -11,6 +11,12 @@ safe, Theorem 3.9); with it, the recoding is chosen among the candidate levels b
 exponential mechanism (ε-safe, Theorem 3.11). The guarantee holds for a whole curve of
 ``(ε, δ)`` at once; ``--epsilon`` or ``--delta`` picks the point to headline, otherwise a few
 points are printed. Runs as ``python -m deniable.cli.anonymize`` too.
+
+With ``--ledger PATH --dataset NAME`` the release is charged to that dataset's budget before
+the output file is written (Li–Qardaji–Su §2.6,
+:meth:`deniable.ledger.Ledger.record_sample_release`): the headline ``(ε, δ)`` is admitted
+by the dataset's accountant, the release is recorded with its sample's opaque identity and
+rate β, and that sample is consumed. A refused charge writes nothing.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ import click
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
+
+    from deniable.anonymize import Anonymization
 
 _LARGE_INPUT_BYTES = 20 * 1024 * 1024  # show a progress bar above this input size
 
@@ -57,6 +65,15 @@ _LARGE_INPUT_BYTES = 20 * 1024 * 1024  # show a progress bar above this input si
     default=None,
     help="Show a progress bar (default: on for inputs over 20 MiB on a terminal).",
 )
+@click.option(
+    "--ledger",
+    "ledger_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Charge the release to a dataset of this ledger before writing (needs --dataset).",
+)
+@click.option("--dataset", default=None, help="The ledger's dataset whose budget pays.")
+@click.option("--analyst", default="curator", show_default=True, help="Who releases (recorded).")
 def command(
     data: Path,
     k: int,
@@ -67,6 +84,9 @@ def command(
     delta: float | None,
     select_epsilon: float | None,
     progress: bool | None,
+    ledger_path: Path | None,
+    dataset: str | None,
+    analyst: str,
 ) -> None:
     """Publish a safely k-anonymized sample of DATA and print its (ε, δ) guarantee."""
     import duckdb
@@ -82,6 +102,8 @@ def command(
 
     if epsilon is not None and delta is not None:
         raise click.UsageError("give --epsilon or --delta, not both")
+    if (ledger_path is None) != (dataset is None):
+        raise click.UsageError("give --ledger and --dataset together")
     try:
         spec = load_recoding(recoding)
         floor = min_epsilon(beta)
@@ -118,6 +140,11 @@ def command(
                     delta=delta,
                     progress=bar.update,
                 )
+            charged = (
+                None
+                if ledger_path is None or dataset is None
+                else _charge(ledger_path, dataset, analyst, result, k=k, beta=beta)
+            )
             bar.update("writing Parquet", 1.0)
             result.to_parquet(output)
         lines = [f"wrote {result.report.published_rows} rows to {output}", "", "guarantee:"]
@@ -136,6 +163,8 @@ def command(
         lines.append(f"  recoding: {result.recoding.levels()}")
         if result.dropped_columns:
             lines.append(f"  not published (not in the recoding): {list(result.dropped_columns)}")
+        if charged is not None:
+            lines += ["", *charged]
         lines += ["", "utility:", *("  " + line for line in result.report.lines())]
         click.echo("\n".join(lines))
     except DeniableError as e:
@@ -144,6 +173,56 @@ def command(
         raise click.ClickException(
             f"DuckDB could not read {data.name}: {type(e).__name__}"
         ) from None
+
+
+def _charge(
+    ledger_path: Path, dataset: str, analyst: str, result: Anonymization, *, k: int, beta: float
+) -> list[str]:
+    """Charge the release's headline (ε, δ) to ``dataset`` and consume its sample.
+
+    Runs before the output is written; a refusal raises (nothing written). Returns the lines
+    to print.
+    """
+    from deniable.errors import DeniableError
+
+    try:
+        return _record(ledger_path, dataset, analyst, result, k=k, beta=beta)
+    except DeniableError as e:
+        raise click.ClickException(
+            f"{e} (the release was not charged to dataset {dataset!r}; nothing was written)"
+        ) from None
+
+
+def _record(
+    ledger_path: Path, dataset: str, analyst: str, result: Anonymization, *, k: int, beta: float
+) -> list[str]:
+    from deniable.ledger import Ledger
+    from deniable.query.answer import show_loss
+
+    loss = result.guarantee.loss()
+    with Ledger(ledger_path) as ledger:
+        release = ledger.record_sample_release(
+            dataset,
+            loss,
+            sample=result.sample_id,
+            rate=beta,
+            analyst=analyst,
+            query_text=f"deniable anonymize --k {k} --beta {beta:g}",
+            details={
+                "kind": "safe k-anonymization",
+                "k": k,
+                "theorem": result.guarantee.theorem,
+                "recoding": str(result.recoding.levels()),
+            },
+        )
+        left = ledger.remaining(dataset)
+    return [
+        (
+            f"charged to dataset {dataset!r} of {ledger_path}: {show_loss(release.charge.loss)} "
+            f"(charge {release.charge.id}, sample {release.sample} consumed)"
+        ),
+        f"  remaining: {show_loss(left)}",
+    ]
 
 
 def _reader(path: Path) -> str:

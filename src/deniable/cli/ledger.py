@@ -1,4 +1,4 @@
-"""``deniable ledger history|verify|backup|acknowledge``: the curator's view of the ledger.
+"""``deniable ledger history|samples|verify|backup|acknowledge``: the curator's view of the ledger.
 
 The ledger is the durable record of every privacy charge. It is tamper-evident: each entry is
 chained to the previous one by a hash, and its identity and latest head are kept in an anchor
@@ -6,6 +6,8 @@ file beside it, so deleting it, restoring an older copy or editing it is detecte
 opened. ``verify`` explains what was found; ``acknowledge`` is the curator's decision to carry
 on (the budget spent is never given back); ``backup`` makes a consistent copy while the
 service runs (copying the file itself can miss what is still in its ``-wal`` file).
+``samples`` lists the releases whose guarantee comes from sampling alone (safe
+k-anonymization): each consumed its sample, which answers nothing else.
 """
 
 from __future__ import annotations
@@ -102,6 +104,69 @@ def history(
             c.query_text,
         )
     console().print(table)
+
+
+@command.command(name="samples")
+@config_options
+@click.option("--dataset", default=None, help="Only this dataset (default: all).")
+@json_option
+@handles_errors
+def samples(
+    config_path: Path | None,
+    ledger_path: Path | None,
+    dataset: str | None,
+    as_json: bool,
+) -> None:
+    """Every sampling-based release (consumed sample, rate β, (ε, δ)) and each accountant."""
+    path, anchor = ledger_location(config_path, ledger_path)
+    with open_ledger(path, anchor=anchor) as ledger:
+        names = [dataset] if dataset is not None else dataset_names(ledger, config_path)
+        releases = [r for name in names for r in ledger.sample_releases(name)]
+        accountants = {name: ledger.accountant(name) for name in names}
+    releases.sort(key=lambda r: r.charge.id)
+    specs = {
+        name: "basic" if a == "basic" else getattr(a, "spec", str(a))
+        for name, a in accountants.items()
+    }
+    if as_json:
+        emit_json(
+            {
+                "ledger": str(path),
+                "accountants": specs,
+                "sample_releases": [
+                    {
+                        "charge": r.charge.id,
+                        "time": r.time.isoformat(),
+                        "dataset": r.dataset,
+                        "sample": r.sample,
+                        "rate": f"{r.rate.numerator}/{r.rate.denominator}",
+                        "loss": loss_doc(r.charge.loss),
+                        "analyst": r.charge.analyst,
+                        "release": r.charge.query_text,
+                    }
+                    for r in releases
+                ],
+            }
+        )
+        return
+    out = console()
+    for name, spec in specs.items():
+        out.print(f"dataset {name}: accountant {spec}", soft_wrap=True)
+    count = f"{len(releases)} sampling-based release" + ("" if len(releases) == 1 else "s")
+    table = Table(title=f"ledger {path}: {count}", title_justify="left")
+    for column in ("charge", "time (UTC)", "dataset", "sample (consumed)", "β", "loss", "release"):
+        table.add_column(column)
+    for r in releases:
+        table.add_row(
+            str(r.charge.id),
+            r.time.strftime("%Y-%m-%d %H:%M:%S"),
+            r.dataset,
+            r.sample,
+            f"{float(r.rate):g}",
+            loss_text(r.charge.loss),
+            r.charge.query_text,
+        )
+    out.print(table)
 
 
 def _report_doc(report: Any, path: Path) -> dict[str, object]:

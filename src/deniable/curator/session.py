@@ -29,10 +29,15 @@ from sqlglot import exp
 
 from deniable.accounting.amplification import sampling_rate
 from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
+from deniable.accounting.renyi import ZCDPAccountant, ZCDPFilter
 from deniable.engines.base import Engine, TableBinding
 from deniable.engines.duckdb import DuckDBEngine
-from deniable.errors import InvalidParameter, PrivacyWarning
-from deniable.ledger import Charge, Ledger
+from deniable.errors import InvalidParameter, PrivacyWarning, UnsafeQuery
+from deniable.graph import Graph, GraphInfo
+from deniable.graph import register as register_graph
+from deniable.graph.sql import answer as answer_graph_sql
+from deniable.graph.sql import graph_of
+from deniable.ledger import Charge, Ledger, new_sample_id
 from deniable.noise.source import RandomSource
 from deniable.query.answer import Answer, show_loss
 from deniable.query.builder import Query
@@ -64,19 +69,24 @@ class BudgetStatus:
     Attributes:
         cap: the total budget.
         spent: exact total charged so far.
-        remaining: what is left.
+        remaining: what is left (under the zCDP accountant: the largest single (ε, δ) charge
+            that still fits).
         history: every charge, in commit order.
+        remaining_rho: under the zCDP accountant, the ρ still admissible (Gaussian answers
+            spend it as is); None under the basic accountant.
     """
 
     cap: PrivacyLoss
     spent: PrivacyLoss
     remaining: PrivacyLoss
     history: list[Charge]
+    remaining_rho: Rho | None = None
 
     def __repr__(self) -> str:
+        rho = "" if self.remaining_rho is None else f" (zCDP: {show_loss(self.remaining_rho)})"
         return (
             f"BudgetStatus(cap: {show_loss(self.cap)}; spent: {show_loss(self.spent)}; "
-            f"remaining: {show_loss(self.remaining)}; {len(self.history)} releases)"
+            f"remaining: {show_loss(self.remaining)}{rho}; {len(self.history)} releases)"
         )
 
 
@@ -97,6 +107,10 @@ class Session:
             the session opens (default 60).
         source: randomness for noise and the bounding orders (default: the OS CSPRNG;
             a seeded source is for tests only and triggers a PrivacyWarning).
+        accountant: how the ledger spends an ``EpsilonDelta`` budget: ``"basic"`` (losses
+            add; the default for a new dataset), or ``"zcdp"`` (ρ-zCDP filter,
+            :mod:`deniable.accounting.renyi`: queries may then pass ``rho=`` for Gaussian
+            noise, and many more answers fit); None keeps what the ledger records.
 
     Raises:
         InvalidParameter: malformed arguments, or a ledger that already holds this dataset
@@ -126,6 +140,7 @@ class Session:
         engine: Engine | None = None,
         source: RandomSource | None = None,
         statement_timeout: float | None = None,
+        accountant: str | ZCDPAccountant | None = None,
     ) -> None:
         if not isinstance(budget, Epsilon | EpsilonDelta | Rho):
             raise InvalidParameter("budget must be an Epsilon, EpsilonDelta or Rho")
@@ -153,8 +168,12 @@ class Session:
         self._opened: dict[str, Engine] = {}  # PostgreSQL engines the session opened, by URL
         self._statement_timeout = statement_timeout
         self._samples: dict[str, SampleAccount] = {}
+        self._sample_ids: dict[str, str] = {}  # opaque identity of each table's sample
+        self._zcdp = False
+        self._graphs: dict[str, Graph] = {}
         try:
-            self._ledger.register(dataset, budget)
+            self._ledger.register(dataset, budget, accountant=accountant)
+            self._zcdp = self._ledger.accountant(dataset) != "basic"
         except BaseException:
             self.close()
             raise
@@ -202,8 +221,8 @@ class Session:
                 query costs ``amplify(L₁ + … + Lₙ) − amplify(L₁ + … + Lₙ₋₁)`` where
                 ``amplify(ε, δ) = (ln(1 + β(e^ε − 1)), βδ)``, so the session's charges for the
                 sample add up to the amplified loss of everything asked of it. Answers
-                describe the sample (divide counts and sums by β to estimate the table's;
-                the intervals cover the noise, not the sampling error). Needs an ``Epsilon``
+                describe the sample, unless asked with ``population=True`` (see
+                :meth:`sql`). Needs an ``Epsilon``
                 or ``EpsilonDelta`` budget. The sample lives as long as the session.
             table: with a PostgreSQL URL, the table to read in place (``"events"`` or
                 ``"schema.events"``).
@@ -217,8 +236,8 @@ class Session:
         """
         if not isinstance(name, str) or not name:
             raise InvalidParameter("name must be a non-empty string")
-        if any(n.lower() == name.lower() for n in self._tables):
-            raise InvalidParameter(f"a table named {name!r} is already registered")
+        if any(n.lower() == name.lower() for n in (*self._tables, *self._graphs)):
+            raise InvalidParameter(f"a table or graph named {name!r} is already registered")
         rate = None if sample_rate is None else self._sample_rate(sample_rate)
         engine, source = self._engine_for(source, table)
         binding = engine.bind(name, source, version=version)
@@ -243,6 +262,7 @@ class Session:
             )
             binding = engine.sample(binding, rate=rate, identity=identity, source=self._source)
             self._samples[name] = SampleAccount(rate=rate)
+            self._sample_ids[name] = new_sample_id()
         info = TableInfo(
             name=name,
             columns=columns,
@@ -323,8 +343,8 @@ class Session:
         """
         if not isinstance(name, str) or not name:
             raise InvalidParameter("name must be a non-empty string")
-        if any(n.lower() == name.lower() for n in self._tables):
-            raise InvalidParameter(f"a table named {name!r} is already registered")
+        if any(n.lower() == name.lower() for n in (*self._tables, *self._graphs)):
+            raise InvalidParameter(f"a table or graph named {name!r} is already registered")
         engine, source = self._engine_for(source, table)
         binding = engine.materialize(engine.bind(name, source))
         columns = tuple(Column(c, t, kind_of(t)) for c, t in binding.columns)
@@ -439,11 +459,105 @@ class Session:
             raise InvalidParameter("name must be a non-empty string")
         return Query(name, session=self)
 
+    def add_graph(
+        self,
+        name: str,
+        edges: object,
+        *,
+        source_col: str,
+        target_col: str,
+        unit: str = "edge",
+        max_degree: int,
+        nodes: object | None = None,
+        node_key: str | None = None,
+        nodes_name: str | None = None,
+        domains: Mapping[str, Sequence[object]] | None = None,
+    ) -> GraphInfo:
+        """Register a graph: an edge table and optionally a node table (same engine).
+
+        Its answers are charged to this session's budget (:mod:`deniable.graph`).
+
+        Args:
+            name: the graph's name (in ``FROM`` and :meth:`graph`).
+            edges: the edge table, any source :meth:`add_table` takes.
+            source_col: the column of one end of each edge.
+            target_col: the column of the other end (the graph is undirected).
+            unit: ``"edge"`` (one edge is protected) or ``"node"`` (a node and all its
+                edges: every row where it is either end).
+            max_degree: the public degree bound ``D`` that node-level answers (and edge-level
+                triangle counts) truncate to; their sensitivities follow from it.
+            nodes: a node table (one row per node id, its attributes), or None.
+            node_key: the node table's id column (unique, never NULL).
+            nodes_name: the node table's name in SQL joins (default ``"nodes"``).
+            domains: the public values of node attributes used in ``edge_count_by``
+                (needed at node level, where node attributes are private).
+
+        Raises:
+            InvalidParameter: a duplicate name, unknown columns, a bad unit or max_degree.
+        """
+        if not isinstance(name, str) or not name:
+            raise InvalidParameter("name must be a non-empty string")
+        if any(n.lower() == name.lower() for n in (*self._tables, *self._graphs)):
+            raise InvalidParameter(f"a table or graph named {name!r} is already registered")
+        engine, source = self._engine_for(edges, None)
+        binding = engine.bind(name, source)
+        node_binding = None if nodes is None else engine.bind(nodes_name or "nodes", nodes)
+        graph = register_graph(
+            name,
+            engine=engine,
+            edges=binding,
+            nodes=node_binding,
+            source_col=source_col,
+            target_col=target_col,
+            unit=unit,
+            max_degree=max_degree,
+            node_key=node_key,
+            nodes_name=nodes_name,
+            domains=domains,
+            ledger=self._ledger,
+            dataset=self._dataset,
+            analyst=self._analyst,
+            budget_kind=type(self._budget),
+            source=self._source,
+        )
+        self._graphs[name] = graph
+        return graph.info
+
+    def graph(self, name: str) -> Graph:
+        """The registered graph ``name``: its DP queries (``.edge_count(epsilon=…)``, …)."""
+        for n, graph in self._graphs.items():
+            if isinstance(name, str) and n.lower() == name.lower():
+                return graph
+        raise InvalidParameter(f"no graph named {name!r} is registered")
+
+    def sample_id(self, name: str) -> str:
+        """The opaque identity of table ``name``'s Bernoulli sample (random; reveals no data).
+
+        Give it to :meth:`deniable.ledger.Ledger.record_sample_release` when a release whose
+        guarantee comes from sampling alone consumes this sample; the session then refuses
+        every query on the table.
+
+        Raises:
+            InvalidParameter: the table was not registered with ``sample_rate``.
+        """
+        sample_id = self._sample_ids.get(name) if isinstance(name, str) else None
+        if sample_id is None:
+            raise InvalidParameter(f"table {name!r} is not a sampled table (sample_rate=)")
+        return sample_id
+
     def _sample_rate(self, sample_rate: float | Fraction) -> Fraction:
         if isinstance(self._budget, Rho):
             raise InvalidParameter(
                 "sample_rate needs an Epsilon or EpsilonDelta budget: amplification by "
                 "sampling (Li–Qardaji–Su) is stated for (ε, δ)-DP, not ρ-zCDP"
+            )
+        if self._zcdp:
+            # A sampled table's charges are increments of one amplified total; only their
+            # sum is a guarantee, so they must add (basic accountant), not compose as zCDP.
+            raise InvalidParameter(
+                "sample_rate needs the basic accountant: the charges of queries on one sample "
+                "are valid only added up, not composed as zCDP; open a session on another "
+                "dataset name with accountant='basic' for sampled tables"
             )
         return sampling_rate(sample_rate)
 
@@ -455,11 +569,13 @@ class Session:
     @property
     def budget(self) -> BudgetStatus:
         """The dataset's cap, spent total, remaining budget and release history."""
+        left = self._ledger.budget_filter(self._dataset) if self._zcdp else None
         return BudgetStatus(
             cap=self._ledger.cap(self._dataset),
             spent=self._ledger.spent(self._dataset),
             remaining=self._ledger.remaining(self._dataset),
             history=self._ledger.history(self._dataset),
+            remaining_rho=left.remaining_rho if isinstance(left, ZCDPFilter) else None,
         )
 
     # -- analyst ---------------------------------------------------------------------------
@@ -515,8 +631,10 @@ class Session:
         """
         if isinstance(query, Query):
             query = query.to_sql()
+        # Under the zCDP accountant an (ε, δ) budget also takes ρ charges (Gaussian noise).
+        zcdp_query = self._zcdp and rho is not None and epsilon is None
         options = QueryOptions(
-            budget_kind=type(self._budget),
+            budget_kind=Rho if zcdp_query else type(self._budget),
             epsilon=epsilon,
             delta=delta,
             rho=rho,
@@ -552,6 +670,7 @@ class Session:
         level: float = 0.95,
         quantile_grid: int = QUANTILE_GRID,
         analyst: str | None = None,
+        population: bool = False,
     ) -> Answer:
         """Answer an aggregate SQL query with differential privacy.
 
@@ -575,6 +694,11 @@ class Session:
             quantile_grid: number of steps of the quantile candidate grid.
             analyst: who is asking, for this query only (default: the session's analyst);
                 the charge is recorded under this name and counts against its allowance.
+            population: on a table registered with ``sample_rate``, report population-scale
+                estimates — counts and sums divided by β, intervals that include the
+                sampling error — instead of the sample's values (post-processing: same
+                charge). AVG, VARIANCE, STDDEV, quantiles and COUNT(DISTINCT col) are
+                refused (ask SUM(x) / COUNT(x) for a mean). No effect on other tables.
 
         Returns:
             An :class:`~deniable.query.answer.Answer`.
@@ -587,6 +711,12 @@ class Session:
             LedgerError: the ledger could not record the charge (nothing was released).
             InternalError: a bug was detected; nothing was released.
         """
+        graph = graph_of(query, self._graphs)
+        if graph is not None:  # a query over a registered graph (deniable.graph.sql)
+            assert isinstance(query, str)
+            return answer_graph_sql(
+                graph, query, epsilon=epsilon, rho=rho, delta=delta, level=level, analyst=analyst
+            )
         program = self.compile(
             query,
             epsilon=epsilon,
@@ -599,7 +729,7 @@ class Session:
             level=level,
             quantile_grid=quantile_grid,
         )
-        return self.execute(program, analyst=analyst)
+        return self.execute(program, analyst=analyst, population=population)
 
     def execute(
         self,
@@ -608,8 +738,9 @@ class Session:
         analyst: str | None = None,
         share_replays: bool = True,
         idempotency_key: str | None = None,
+        population: bool = False,
     ) -> Answer:
-        """Answer a compiled program (see :meth:`sql`).
+        """Answer a compiled program (see :meth:`sql`; ``population`` as there).
 
         Charged ``program.loss`` (amplified on a sampled table) to ``analyst`` (default: the
         session's analyst), or nothing for a replay. With ``share_replays=False`` a stored
@@ -627,6 +758,15 @@ class Session:
                 f"this program was compiled against another registration of table {name!r}; "
                 "compile it again"
             )
+        sample_id = self._sample_ids.get(name)
+        if sample_id is not None and self._ledger.sample_consumed(self._dataset, sample_id):
+            # Li–Qardaji–Su §2.6: a sample consumed by a sampling-based release answers
+            # nothing else (refused before any charge, replays included).
+            raise UnsafeQuery(
+                f"the sample of table {name!r} was consumed by a release whose guarantee "
+                "relies on sampling alone (e.g. safe k-anonymization); it answers nothing "
+                "else: register the table again to draw a fresh sample"
+            )
         return execute(
             program,
             self._engines[name],
@@ -639,6 +779,7 @@ class Session:
             joined=self._joined(program.plan),
             cache_scope=None if share_replays else (analyst or self._analyst),
             idempotency_key=idempotency_key,
+            population=population,
         )
 
     def _joined(self, plan: DPPlan) -> dict[str, TableBinding]:

@@ -75,11 +75,19 @@ class Capabilities:
             PostgreSQL); Spark recomputes them for each use, so the re-sum would cost another
             scan and several shuffles.
         wide_packing: a packed count rides in a sum kept in the engine's wide sum type
-            (DuckDB's HUGEINT, whose ``>>`` and ``&`` are exact on negative values too), so
-            only the per-row packed value must fit BIGINT: the count gets as many low bits
+            (DuckDB's HUGEINT, PostgreSQL's NUMERIC; read back as :attr:`wide_bitwise` says),
+            so only the per-row packed value must fit BIGINT: the count gets as many low bits
             as that allows (up to the compiler's ``PACK_BITS_MAX``). With 32 bits or more the
             re-sum of partitions of ``2^bits`` rows is left out (see the compiler's
             ``GIANT_FREE_BITS``).
+        wide_bitwise: ``>>`` and ``&`` apply to the wide sum type and are exact on negative
+            values (DuckDB's HUGEINT), so a wide packed sum ``p`` is read back as ``p >> bits``
+            and ``p & (2^bits - 1)``. Else (PostgreSQL's NUMERIC has neither operator) it is
+            read back with exact decimal arithmetic: ``floor(p * 2^-bits)`` (``2^-bits``
+            written out as its finite decimal expansion: a NUMERIC product is exact, where a
+            NUMERIC quotient would be rounded) and ``p - 2^bits * floor(p * 2^-bits)``, the
+            same floor quotient and non-negative remainder for negative sums too. Only read
+            with :attr:`wide_packing`.
         wide_integer: an exact integer type of at least 127 bits whose integer division
             (sqlglot's ``IntDiv``) truncates towards zero and stays exact: ``HUGEINT`` in
             DuckDB (its DECIMAL division is a double), ``DECIMAL(38, 0)`` elsewhere.
@@ -100,6 +108,7 @@ class Capabilities:
     int_hash_function: str | Unary | None = None
     pack_counts: bool = True
     wide_packing: bool = False
+    wide_bitwise: bool = True
 
     def hash(self, value: exp.Expression) -> exp.Expression:
         """The engine's 64-bit hash of ``value`` (see :attr:`hash_function`)."""
@@ -189,6 +198,7 @@ POSTGRES_CAPABILITIES = Capabilities(
     is_nan=_postgres_is_nan,
     unsigned_hash=False,
     wide_sum=True,
+    wide_bitwise=False,
 )
 """PostgreSQL (13+): ``hashtextextended`` of the text (BIGINT), ``#``, ``EXISTS``,
 ``normalize(…, NFC)``, NUMERIC sums; no TRY, so row predicates that could raise are refused."""

@@ -19,6 +19,7 @@ import numpy.typing as npt
 from deniable.accounting.composition import components
 from deniable.accounting.conversions import convert
 from deniable.accounting.loss import PrivacyLoss
+from deniable.accounting.renyi import ZCDPFilter, ZCDPSpent, zcdp_charge
 from deniable.ledger import Charge, Ledger
 
 F64 = npt.NDArray[np.float64]
@@ -86,9 +87,31 @@ def budget_timeline(dataset: str, charges: Sequence[Charge], cap: PrivacyLoss) -
 def ledger_timeline(ledger: Ledger, dataset: str) -> BudgetTimeline:
     """Return :func:`budget_timeline` of ``dataset``'s history and cap in ``ledger``.
 
-    Reads the ledger's history and cap; spends nothing.
+    Reads the ledger's history and cap; spends nothing. A dataset spent through the zCDP
+    accountant is shown in ρ (and the δ of charges with δ > 0) against the filter's ρ cap
+    and δ pool.
 
     Raises:
         UnknownDataset: the dataset is not registered.
     """
-    return budget_timeline(dataset, ledger.history(dataset), ledger.cap(dataset))
+    if ledger.accountant(dataset) == "basic":
+        return budget_timeline(dataset, ledger.history(dataset), ledger.cap(dataset))
+    # zCDP accountant: the filter's own currency, ρ (and the δ of charges with δ > 0),
+    # against the ρ cap and the δ pool it derived from the (ε, δ) cap.
+    budget = ledger.budget_filter(dataset)
+    assert isinstance(budget, ZCDPFilter)
+    ordered = sorted(ledger.history(dataset), key=lambda c: c.id)
+    total = ZCDPSpent()
+    rho: list[Fraction] = []
+    delta: list[Fraction] = []
+    for charge in ordered:
+        total = total + zcdp_charge(charge.loss)
+        rho.append(total.rho)
+        delta.append(total.delta)
+    return BudgetTimeline(
+        dataset=dataset,
+        names=("ρ", "δ"),
+        times=tuple(c.time for c in ordered),
+        spent={"ρ": tuple(rho), "δ": tuple(delta)},
+        cap={"ρ": budget.rho_max, "δ": budget.delta_pool},
+    )

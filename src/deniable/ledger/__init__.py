@@ -14,6 +14,8 @@ from deniable.ledger.sqlite import (
     ChargeStatus,
     CuratorEvent,
     Ledger,
+    SampleRelease,
+    new_sample_id,
 )
 
 __all__ = [
@@ -30,5 +32,7 @@ __all__ = [
     "LedgerTampered",
     "Principal",
     "Role",
+    "SampleRelease",
     "UnknownDataset",
+    "new_sample_id",
 ]

@@ -10,9 +10,20 @@ Guarantees (DESIGN.md §7):
   can never overspend the cap together.
 * **Exact arithmetic.** Losses are stored as their type plus exact rationals written as text
   ``"num/den"``; totals are recomputed exactly from the rows, never from floats.
-* **The admission rule is not here.** The ledger rebuilds a
-  :class:`deniable.accounting.filter.BudgetFilter` from the stored cap and total and asks it;
-  a refused charge raises its :class:`~deniable.errors.BudgetExceeded` and writes nothing.
+* **The admission rule is not here.** The ledger rebuilds the dataset's filter from the stored
+  cap, accountant and charges and asks it; a refused charge raises its
+  :class:`~deniable.errors.BudgetExceeded` and writes nothing. The accountant is chosen with
+  the cap (:meth:`Ledger.register`, ``accountant=``): ``"basic"`` (the default,
+  :class:`deniable.accounting.filter.BudgetFilter`: losses add) or ``"zcdp"`` (an ``(ε, δ)``
+  cap spent as ρ-zCDP, :class:`deniable.accounting.renyi.ZCDPFilter`; ρ charges are then
+  admitted). The choice is a chained fact like the cap, and can change only before the
+  first charge.
+* **Sample discipline** (Li–Qardaji–Su §2.6). A release whose guarantee comes from sampling
+  alone (safe k-anonymization) is recorded with :meth:`Ledger.record_sample_release`: the
+  sample's opaque identity (:func:`new_sample_id`, never derived from data), its rate β and
+  the ``(ε, δ)`` guarantee, charged like any release. The sample is then *consumed*: a second
+  release on it is refused, and :meth:`Ledger.sample_consumed` tells a session to answer
+  nothing more from it.
 * **Budgets belong to the dataset.** Per-analyst allowances are slices of the one global cap
   (analysts who collude add up): a charge must fit both the analyst's slice and the cap.
   Slices may overlap (their sum may exceed the cap); the cap still bounds everyone together.
@@ -76,8 +87,16 @@ from typing import Literal
 
 from deniable.accounting.composition import components, from_components
 from deniable.accounting.conversions import convert
-from deniable.accounting.filter import BudgetFilter
-from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
+from deniable.accounting.filter import (
+    Accountant,
+    BudgetFilter,
+    accountant_spec,
+    check_accountant,
+    make_filter,
+    parse_accountant,
+)
+from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho, exact
+from deniable.accounting.renyi import ZCDPFilter, ZCDPSpent, zcdp_charge
 from deniable.errors import (
     BudgetExceeded,
     CapConflict,
@@ -86,6 +105,7 @@ from deniable.errors import (
     LedgerError,
     LedgerTampered,
     UnknownDataset,
+    UnsafeQuery,
 )
 from deniable.ledger.analysts import ROLES, AnalystInfo, Principal, Role, new_token, token_digest
 from deniable.ledger.integrity import (
@@ -232,6 +252,65 @@ _SCHEMA: tuple[str, ...] = (
 )
 
 
+# Tables added after schema version 2 was released. They are created in new ledgers and,
+# in existing ones, by the first write that needs them (so old ledgers open unchanged);
+# readers treat a missing table as empty. Both are append-only like the others.
+_EXTENSIONS: tuple[str, ...] = (
+    """CREATE TABLE IF NOT EXISTS accountants (
+        dataset TEXT PRIMARY KEY REFERENCES datasets(name),
+        spec TEXT NOT NULL,
+        set_at TEXT NOT NULL
+    ) STRICT""",
+    """CREATE TABLE IF NOT EXISTS sample_releases (
+        dataset TEXT NOT NULL,
+        sample TEXT NOT NULL,
+        charge_id INTEGER NOT NULL UNIQUE REFERENCES charges(id),
+        rate TEXT NOT NULL,
+        time TEXT NOT NULL,
+        PRIMARY KEY (dataset, sample)
+    ) STRICT""",
+    """CREATE TRIGGER IF NOT EXISTS accountants_append_only_delete BEFORE DELETE ON accountants
+    BEGIN SELECT RAISE(ABORT, 'ledger tables are append-only'); END""",
+    """CREATE TRIGGER IF NOT EXISTS accountants_append_only_update BEFORE UPDATE ON accountants
+    WHEN NEW.dataset IS NOT OLD.dataset
+    BEGIN SELECT RAISE(ABORT, 'ledger tables are append-only'); END""",
+    """CREATE TRIGGER IF NOT EXISTS sample_releases_append_only_delete
+    BEFORE DELETE ON sample_releases
+    BEGIN SELECT RAISE(ABORT, 'ledger tables are append-only'); END""",
+    """CREATE TRIGGER IF NOT EXISTS sample_releases_append_only_update
+    BEFORE UPDATE ON sample_releases
+    BEGIN SELECT RAISE(ABORT, 'ledger tables are append-only'); END""",
+)
+
+
+def new_sample_id() -> str:
+    """A fresh opaque identity for a sample (128 random bits, hex): reveals nothing of the data.
+
+    Mint it when the sample is drawn, keep it with the sample, and give it to
+    :meth:`Ledger.record_sample_release` when a sampling-based release consumes the sample.
+    """
+    return secrets.token_hex(16)
+
+
+@dataclass(frozen=True, slots=True)
+class SampleRelease:
+    """A recorded release whose guarantee comes from sampling (e.g. safe k-anonymization).
+
+    Attributes:
+        dataset: the dataset whose budget paid.
+        sample: the sample's opaque identity (consumed: it answers nothing else).
+        rate: the Bernoulli sampling rate β.
+        charge: the charge that paid for it; its loss is the release's ``(ε, δ)``.
+        time: commit time (UTC).
+    """
+
+    dataset: str
+    sample: str
+    rate: Fraction
+    charge: Charge
+    time: datetime
+
+
 @dataclass(frozen=True, slots=True)
 class Charge:
     """One committed release: an immutable fact of the ledger.
@@ -299,7 +378,7 @@ class _Write:
         self.start = seq
         self.seq = seq
         self.head = head
-        self.spent: dict[str, PrivacyLoss] = {}
+        self.spent: dict[str, dict[str, str]] = {}  # spent totals for the anchor, as JSON
         self.recompute_all = False
         self.previous: Anchor | None = None
 
@@ -503,7 +582,7 @@ class Ledger:
             if "meta" not in tables:
                 if tables:
                     raise LedgerError(f"{self._path!r} is an SQLite file but not a ledger")
-                for statement in _SCHEMA:
+                for statement in (*_SCHEMA, *_EXTENSIONS):
                     conn.execute(statement)
                 ledger_id = secrets.token_hex(16)
                 conn.executemany(
@@ -710,8 +789,7 @@ class Ledger:
         ):
             return _all_spent(w.conn)
         spent = dict(prev.spent)
-        for dataset, loss in w.spent.items():
-            spent[dataset] = _loss_json(loss)
+        spent.update(w.spent)
         return spent
 
     def _write_anchor(self, w: _Write, spent: dict[str, dict[str, str]]) -> None:
@@ -742,27 +820,25 @@ class Ledger:
             now = _now()
             if anchor is not None:
                 for dataset, loss_json in sorted(anchor.spent.items()):
-                    lost = _lost(conn, dataset, _loss_from_json(loss_json))
-                    if lost is None:
-                        continue
-                    self._insert_charge(
-                        w,
-                        dataset=dataset,
-                        analyst=LOST_BY_ROLLBACK,
-                        query_key=f"{LOST_BY_ROLLBACK} {anchor.ledger_id}:{anchor.seq}",
-                        query_text="",
-                        loss=lost,
-                        now=now,
-                        details_json=_encode_details(
-                            {
-                                "acknowledged_by": curator,
-                                "anchor_seq": anchor.seq,
-                                "anchor_head": anchor.head,
-                                "anchor_ledger_id": anchor.ledger_id,
-                            }
-                        ),
-                        idempotency_key=None,
-                    )
+                    for lost in _lost(w, dataset, loss_json, now):
+                        self._insert_charge(
+                            w,
+                            dataset=dataset,
+                            analyst=LOST_BY_ROLLBACK,
+                            query_key=f"{LOST_BY_ROLLBACK} {anchor.ledger_id}:{anchor.seq}",
+                            query_text="",
+                            loss=lost,
+                            now=now,
+                            details_json=_encode_details(
+                                {
+                                    "acknowledged_by": curator,
+                                    "anchor_seq": anchor.seq,
+                                    "anchor_head": anchor.head,
+                                    "anchor_ledger_id": anchor.ledger_id,
+                                }
+                            ),
+                            idempotency_key=None,
+                        )
             w.append(
                 "acknowledge",
                 {
@@ -844,22 +920,45 @@ class Ledger:
 
     # -- curator --------------------------------------------------------------------------
 
-    def register(self, dataset: str, cap: PrivacyLoss, *, allow_change: bool = False) -> None:
-        """Record ``dataset``'s total budget ``cap``.
+    def register(
+        self,
+        dataset: str,
+        cap: PrivacyLoss,
+        *,
+        allow_change: bool = False,
+        accountant: Accountant | str | None = None,
+    ) -> None:
+        """Record ``dataset``'s total budget ``cap`` and the accountant that spends it.
 
-        Registering again with an equal cap is a no-op. A different cap is refused unless the
-        curator passes ``allow_change=True``; the change is then recorded as a curator event.
-        A changed cap can never fall below what was already spent, and its kind (ε, (ε, δ),
-        ρ) can change only while nothing has been charged.
+        Registering again with an equal cap (and no accountant, or the same one) is a no-op.
+        A different cap or accountant is refused unless the curator passes
+        ``allow_change=True``; the change is then recorded (a curator event for the cap, a
+        chain entry for the accountant). A changed cap can never fall below what was already
+        spent, and its kind (ε, (ε, δ), ρ) and its accountant can change only while nothing
+        has been charged.
+
+        Args:
+            dataset: the dataset's name.
+            cap: the most that may ever be spent on it.
+            allow_change: allow a different cap or accountant than the one recorded.
+            accountant: ``"basic"`` (losses add; the default for a new dataset), ``"zcdp"``
+                or ``"zcdp:delta_share=p/q"`` (an ``(ε, δ)`` cap with δ > 0 spent through
+                the ρ-zCDP filter of :mod:`deniable.accounting.renyi`), or None to keep what
+                is recorded.
 
         Raises:
-            CapConflict: the dataset has a different cap and ``allow_change`` is False.
-            InvalidParameter: malformed arguments, or a change that would un-spend budget.
+            CapConflict: the dataset has a different cap or accountant and ``allow_change``
+                is False.
+            InvalidParameter: malformed arguments, an accountant that cannot spend the cap,
+                or a change that would un-spend budget.
             LedgerTampered: the ledger failed verification.
             LedgerError: storage failure.
         """
         _check_name(dataset, "dataset")
         _check_loss(cap, "cap")
+        wanted = None if accountant is None else parse_accountant(accountant)
+        if wanted is not None:
+            check_accountant(cap, wanted)
         with self._write("trusted") as w:
             conn = w.conn
             now = _now()
@@ -873,38 +972,58 @@ class Ledger:
                     (dataset, *_encode(cap), now),
                 )
                 _record_event(w, dataset, "register", None, cap, None, now)
-                w.spent[dataset] = _spent(conn, dataset, cap, analyst=None)
+                if wanted is not None and wanted != "basic":
+                    _set_accountant(w, dataset, wanted, now)
+                w.spent[dataset] = _dataset_spent(conn, dataset, cap, wanted or "basic")
                 return
             old = _decode(row)
-            if old == cap:
+            old_accountant = _accountant(conn, dataset)
+            new_accountant = old_accountant if wanted is None else wanted
+            if old == cap and new_accountant == old_accountant:
                 return
             if not allow_change:
+                what = (
+                    f"cap {old!r}"
+                    if old != cap
+                    else f"accountant {accountant_spec(old_accountant)!r}"
+                )
                 raise CapConflict(
-                    f"dataset {dataset!r} is already registered with cap {old!r}; a curator "
+                    f"dataset {dataset!r} is already registered with {what}; a curator "
                     "can change it only explicitly, with register(..., allow_change=True)"
                 )
+            check_accountant(cap, new_accountant)
+            charged = conn.execute(
+                "SELECT COUNT(*) FROM charges WHERE dataset = ?", (dataset,)
+            ).fetchone()[0]
+            if charged and new_accountant != old_accountant:
+                raise InvalidParameter(
+                    f"dataset {dataset!r} already has charges; its accountant cannot change "
+                    f"from {accountant_spec(old_accountant)!r} to "
+                    f"{accountant_spec(new_accountant)!r}"
+                )
             if type(old) is not type(cap):
-                n = conn.execute(
-                    "SELECT COUNT(*) FROM charges WHERE dataset = ?", (dataset,)
-                ).fetchone()[0]
-                if n:
+                if charged:
                     raise InvalidParameter(
                         f"dataset {dataset!r} has charges in {type(old).__name__}; its cap "
                         f"cannot become a {type(cap).__name__}"
                     )
-            else:
-                spent = _spent(conn, dataset, old, analyst=None)
-                if not _within(spent, cap):
+            elif old != cap:
+                after = _filter(conn, dataset, cap, new_accountant, analyst=None)
+                if _over(after):
                     raise InvalidParameter(
-                        f"dataset {dataset!r} has already spent {spent!r}; its cap cannot be "
-                        "lowered below that"
+                        f"dataset {dataset!r} has already spent {after.spent!r}; its cap cannot "
+                        "be lowered below that"
                     )
-            conn.execute(
-                "UPDATE datasets SET loss_type = ?, epsilon = ?, delta = ?, rho = ? WHERE name = ?",
-                (*_encode(cap), dataset),
-            )
-            _record_event(w, dataset, "change_cap", None, cap, old, now)
-            w.spent[dataset] = _spent(conn, dataset, cap, analyst=None)
+            if old != cap:
+                conn.execute(
+                    "UPDATE datasets SET loss_type = ?, epsilon = ?, delta = ?, rho = ? "
+                    "WHERE name = ?",
+                    (*_encode(cap), dataset),
+                )
+                _record_event(w, dataset, "change_cap", None, cap, old, now)
+            if new_accountant != old_accountant:
+                _set_accountant(w, dataset, new_accountant, now)
+            w.spent[dataset] = _dataset_spent(conn, dataset, cap, new_accountant)
 
     def set_allowance(self, dataset: str, analyst: str, cap: PrivacyLoss) -> None:
         """Give ``analyst`` a slice ``cap`` of ``dataset``'s budget (replacing any previous one).
@@ -930,6 +1049,7 @@ class Ledger:
                     f"an allowance is a slice of dataset {dataset!r}'s cap {total!r}; "
                     f"{cap!r} does not fit inside it"
                 )
+            check_accountant(cap, _accountant(conn, dataset))
             row = conn.execute(
                 "SELECT loss_type, epsilon, delta, rho FROM allowances "
                 "WHERE dataset = ? AND analyst = ?",
@@ -1069,8 +1189,10 @@ class Ledger:
         never before. ``details`` and ``query_text`` are stored as given: put public metadata
         there, never data values.
 
-        The row keeps ``loss`` as given (the fact); totals count it as the filter does, in the
-        cap's kind (pure ε into an ``(ε, δ)`` cap as ``(ε, 0)``, into a ρ cap as ``ε²/2``).
+        The row keeps ``loss`` as given (the fact); totals count it as the dataset's
+        accountant does: the basic one in the cap's kind (pure ε into an ``(ε, δ)`` cap as
+        ``(ε, 0)``, into a ρ cap as ``ε²/2``), the zCDP one as ``(ρ, δ)`` (ρ as given, ε as
+        ``ε²/2``; see :mod:`deniable.accounting.renyi`).
 
         ``idempotency_key`` makes retries safe: a second charge with the same dataset, analyst
         and key writes nothing and raises :class:`~deniable.errors.DuplicateRequest` naming
@@ -1082,7 +1204,8 @@ class Ledger:
                 is); nothing was written.
             UnknownDataset: the dataset is not registered.
             InvalidParameter: malformed arguments, or a loss the cap's kind cannot express
-                (e.g. ρ against an ``(ε, δ)`` cap); checked before anything is written.
+                (e.g. ρ against an ``(ε, δ)`` cap with the basic accountant); checked before
+                anything is written.
             LedgerTampered: the ledger failed verification; nothing was written.
             LedgerError: storage failure; nothing may be released.
         """
@@ -1108,25 +1231,7 @@ class Ledger:
                 ).fetchone()
                 if row is not None:
                     raise DuplicateRequest(int(row[0]))
-            cap = _cap(conn, dataset)
-            budget = BudgetFilter(cap, spent=_spent(conn, dataset, cap, analyst=None))
-            allowance = _allowance(conn, dataset, analyst)
-            if allowance is None:
-                _admit(budget, loss, f"dataset {dataset!r}")
-            else:
-                # Check both before writing; when either refuses, report what is really left:
-                # the component-wise minimum of the two remainders.
-                mine = BudgetFilter(allowance, spent=_spent(conn, dataset, cap, analyst=analyst))
-                left = _meet(budget.remaining, mine.remaining)
-                if not (budget.can_charge(loss) and mine.can_charge(loss)):
-                    raise BudgetExceeded(
-                        f"{loss!r} does not fit the budget of dataset {dataset!r} for analyst "
-                        f"{analyst!r}: {left!r} is left",
-                        requested=loss,
-                        remaining=left,
-                    )
-                _admit(mine, loss, f"analyst {analyst!r}'s allowance on dataset {dataset!r}")
-                _admit(budget, loss, f"dataset {dataset!r}")
+            budget = _admit_both(conn, dataset, analyst, loss)
             now = _now()
             charge_id = self._insert_charge(
                 w,
@@ -1139,7 +1244,7 @@ class Ledger:
                 details_json=details_json,
                 idempotency_key=idempotency_key,
             )
-            w.spent[dataset] = budget.spent
+            w.spent[dataset] = _filter_total(budget)
         return Charge(
             id=charge_id,
             dataset=dataset,
@@ -1292,28 +1397,96 @@ class Ledger:
             return _allowance(conn, dataset, analyst)
 
     def spent(self, dataset: str, *, analyst: str | None = None) -> PrivacyLoss:
-        """Return the exact total charged on ``dataset`` (by ``analyst`` only, if given)."""
+        """Return what was charged on ``dataset`` (by ``analyst`` only, if given).
+
+        With the basic accountant: the exact total in the cap's kind. With the zCDP
+        accountant: the ``(ε, δ)`` guarantee of the charges (ε rounded up; see
+        :attr:`deniable.accounting.renyi.ZCDPFilter.spent`), which does not add up across
+        analysts (composition is not additive); :meth:`budget_filter` gives the exact ρ.
+        """
         _check_name(dataset, "dataset")
         with self._transaction(write=False) as conn:
-            return _spent(conn, dataset, _cap(conn, dataset), analyst=analyst)
+            cap = _cap(conn, dataset)
+            accountant = _accountant(conn, dataset)
+            if accountant == "basic":
+                return _spent(conn, dataset, cap, analyst=analyst)
+            return _filter(conn, dataset, cap, accountant, analyst=analyst).spent
 
     def remaining(self, dataset: str, *, analyst: str | None = None) -> PrivacyLoss:
         """Return what is left of ``dataset``'s budget (for ``analyst``, if given).
 
         For an analyst with an allowance this is the component-wise minimum of what is left
-        of the slice and of the global cap.
+        of the slice and of the global cap. With the zCDP accountant it is the largest
+        ``(ε, δ)`` single charge that still fits, ``(√(2ρ_left), δ_pool_left)``; the ρ left
+        is ``budget_filter(dataset).remaining_rho``.
         """
         _check_name(dataset, "dataset")
         with self._transaction(write=False) as conn:
             cap = _cap(conn, dataset)
-            left = BudgetFilter(cap, spent=_spent(conn, dataset, cap, analyst=None)).remaining
+            accountant = _accountant(conn, dataset)
+            left = _filter(conn, dataset, cap, accountant, analyst=None).remaining
             if analyst is None:
                 return left
             allowance = _allowance(conn, dataset, analyst)
             if allowance is None:
                 return left
-            mine = BudgetFilter(allowance, spent=_spent(conn, dataset, cap, analyst=analyst))
+            mine = _filter(conn, dataset, allowance, accountant, analyst=analyst)
             return _meet(left, mine.remaining)
+
+    def datasets(self) -> list[str]:
+        """Return the registered datasets' names, in order of registration."""
+        with self._transaction(write=False) as conn:
+            rows = conn.execute("SELECT name FROM datasets ORDER BY registered_at, name").fetchall()
+        return [str(r[0]) for r in rows]
+
+    def accountant(self, dataset: str) -> Accountant:
+        """Return how ``dataset``'s budget is spent: ``"basic"`` or a ``ZCDPAccountant``.
+
+        Raises:
+            UnknownDataset: the dataset is not registered.
+        """
+        _check_name(dataset, "dataset")
+        with self._transaction(write=False) as conn:
+            _cap(conn, dataset)
+            return _accountant(conn, dataset)
+
+    def budget_filter(
+        self, dataset: str, *, analyst: str | None = None
+    ) -> BudgetFilter | ZCDPFilter:
+        """Return a snapshot of ``dataset``'s filter (its cap, accountant and spent total).
+
+        For a dry run (``can_charge``) or a report (``remaining``, and for the zCDP filter
+        ``remaining_rho``, ``rho_max``, ``used``). Charging the snapshot writes nothing:
+        only :meth:`charge` spends. With ``analyst``, the filter of the analyst's allowance
+        (or of the dataset when the analyst has none).
+        """
+        _check_name(dataset, "dataset")
+        with self._transaction(write=False) as conn:
+            cap = _cap(conn, dataset)
+            accountant = _accountant(conn, dataset)
+            allowance = None if analyst is None else _allowance(conn, dataset, analyst)
+            if allowance is None:
+                return _filter(conn, dataset, cap, accountant, analyst=None)
+            return _filter(conn, dataset, allowance, accountant, analyst=analyst)
+
+    def can_charge(self, dataset: str, loss: PrivacyLoss, *, analyst: str | None = None) -> bool:
+        """Whether :meth:`charge` would admit ``loss`` now (a dry run; nothing is written).
+
+        A cheap early refusal for callers that run an engine before charging; the charge
+        itself re-checks atomically.
+
+        Raises:
+            UnknownDataset: the dataset is not registered.
+            InvalidParameter: a loss the dataset's accountant cannot express.
+        """
+        _check_name(dataset, "dataset")
+        _check_loss(loss, "loss")
+        with self._transaction(write=False) as conn:
+            try:
+                _admit_both(conn, dataset, analyst, loss)
+            except BudgetExceeded:
+                return False
+            return True
 
     def history(
         self, dataset: str, *, analyst: str | None = None, idempotency_key: str | None = None
@@ -1376,6 +1549,140 @@ class Ledger:
             for r in rows
         ]
 
+    # -- sample discipline ----------------------------------------------------------------
+
+    def record_sample_release(
+        self,
+        dataset: str,
+        loss: PrivacyLoss,
+        *,
+        sample: str,
+        rate: Fraction | float | int,
+        analyst: str,
+        query_text: str,
+        details: Mapping[str, object] | None = None,
+    ) -> SampleRelease:
+        """Charge a release whose guarantee comes from sampling, and consume its sample.
+
+        Li–Qardaji–Su §2.6: a ``(β, ε, δ)``-DPS algorithm (safe k-anonymization) is
+        ``(ε, δ)``-DP only if its Bernoulli(β) sample answers nothing else. In one
+        transaction this admits ``loss`` (the release's ``(ε, δ)`` guarantee, or any loss
+        the dataset's accountant takes) like :meth:`charge` does, records it, and records
+        ``sample`` as consumed; afterwards :meth:`sample_consumed` is True and a second
+        release on the same sample is refused. Returns after the commit: release only then.
+
+        Args:
+            dataset: the dataset whose budget pays.
+            loss: the release's privacy loss.
+            sample: the sample's opaque identity (:func:`new_sample_id`; never data).
+            rate: the sampling rate β in ``(0, 1]``.
+            analyst: who releases (recorded).
+            query_text: a public description of the release (e.g. the command line).
+            details: public metadata (recoding levels, k); never data values.
+
+        Raises:
+            UnsafeQuery: the sample was already consumed (nothing written).
+            BudgetExceeded: ``loss`` does not fit (nothing written).
+            UnknownDataset, InvalidParameter, LedgerTampered, LedgerError: as :meth:`charge`.
+        """
+        _check_name(dataset, "dataset")
+        _check_name(analyst, "analyst")
+        _check_loss(loss, "loss")
+        _check_sample(sample)
+        beta = _rate(rate)
+        if not isinstance(query_text, str):
+            raise InvalidParameter("query_text must be a string")
+        details_json = _encode_details(
+            {
+                **(dict(details) if details is not None else {}),
+                "sample": sample,
+                "rate": _text(beta),
+            }
+        )
+        with self._write("trusted") as w:
+            conn = w.conn
+            _ensure_extensions(conn)
+            if _consumed(conn, dataset, sample):
+                raise UnsafeQuery(_CONSUMED_MESSAGE)
+            budget = _admit_both(conn, dataset, analyst, loss)
+            now = _now()
+            query_key = f"sample-release:{sample}"
+            charge_id = self._insert_charge(
+                w,
+                dataset=dataset,
+                analyst=analyst,
+                query_key=query_key,
+                query_text=query_text,
+                loss=loss,
+                now=now,
+                details_json=details_json,
+                idempotency_key=None,
+            )
+            conn.execute(
+                "INSERT INTO sample_releases (dataset, sample, charge_id, rate, time) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (dataset, sample, charge_id, _text(beta), now),
+            )
+            w.append(
+                "sample_release",
+                {
+                    "dataset": dataset,
+                    "sample": sample,
+                    "charge_id": charge_id,
+                    "rate": _text(beta),
+                    "time": now,
+                },
+            )
+            w.spent[dataset] = _filter_total(budget)
+        charge = Charge(
+            id=charge_id,
+            dataset=dataset,
+            analyst=analyst,
+            query_key=query_key,
+            query_text=query_text,
+            loss=loss,
+            time=datetime.fromisoformat(now),
+            details=_decode_details(details_json),
+            status="charged",
+        )
+        return SampleRelease(
+            dataset=dataset, sample=sample, rate=beta, charge=charge, time=charge.time
+        )
+
+    def sample_consumed(self, dataset: str, sample: str) -> bool:
+        """Whether ``sample`` was consumed by a sampling-based release on ``dataset``.
+
+        A session must answer nothing from a consumed sample (check before any charge).
+        """
+        _check_name(dataset, "dataset")
+        _check_sample(sample)
+        with self._transaction(write=False) as conn:
+            return _consumed(conn, dataset, sample)
+
+    def sample_releases(self, dataset: str) -> list[SampleRelease]:
+        """Return the sampling-based releases recorded on ``dataset``, in order."""
+        _check_name(dataset, "dataset")
+        with self._transaction(write=False) as conn:
+            _cap(conn, dataset)
+            if not _has_table(conn, "sample_releases"):
+                return []
+            rows = conn.execute(
+                "SELECT sample, rate, charge_id FROM sample_releases WHERE dataset = ? "
+                "ORDER BY charge_id",
+                (dataset,),
+            ).fetchall()
+        charges = {c.id: c for c in self.history(dataset)}
+        return [
+            SampleRelease(
+                dataset=dataset,
+                sample=str(r[0]),
+                rate=Fraction(*_parse(r[1])),
+                charge=charges[int(r[2])],
+                time=charges[int(r[2])].time,
+            )
+            for r in rows
+        ]
+
 
 # -- verification (run inside a read transaction) -------------------------------------------
 
@@ -1397,6 +1704,8 @@ class _Replay:
         self.charges: dict[object, tuple[object, ...]] = {}
         self.answers: dict[object, tuple[object, ...]] = {}
         self.analysts: dict[object, tuple[object, ...]] = {}
+        self.accountants: dict[object, tuple[object, ...]] = {}
+        self.samples: dict[object, tuple[object, ...]] = {}
 
     def apply(self, seq: int, op: str, d: dict[str, object]) -> None:
         if d.get("op") != op:
@@ -1457,6 +1766,15 @@ class _Replay:
         elif op == "revoke_analyst":
             a = self.analysts[d["id"]]
             self.analysts[d["id"]] = (*a[:5], d["time"])
+        elif op == "set_accountant":
+            if d["dataset"] not in self.datasets:
+                raise ValueError("set_accountant")
+            self.accountants[d["dataset"]] = (d["dataset"], d["spec"], d["time"])
+        elif op == "sample_release":
+            if d["charge_id"] not in self.charges:
+                raise ValueError("sample_release")
+            key = (d["dataset"], d["sample"])
+            self.samples[key] = (*key, d["charge_id"], d["rate"], d["time"])
         elif op != "acknowledge":
             raise ValueError(op)
 
@@ -1599,6 +1917,26 @@ def _audit(
             ),
             problems,
         )
+        _compare(
+            "accountants",
+            replay.accountants,
+            _rows(conn, "SELECT dataset, spec, set_at FROM accountants", lambda r: r[0])
+            if _has_table(conn, "accountants")
+            else {},
+            problems,
+        )
+        _compare(
+            "sample_releases",
+            replay.samples,
+            _rows(
+                conn,
+                "SELECT dataset, sample, charge_id, rate, time FROM sample_releases",
+                lambda r: (r[0], r[1]),
+            )
+            if _has_table(conn, "sample_releases")
+            else {},
+            problems,
+        )
     if anchor_path is not None:
         if unreadable is not None:
             problems.append(unreadable)
@@ -1671,36 +2009,74 @@ def _all_spent(conn: sqlite3.Connection) -> dict[str, dict[str, str]]:
     }
     # Datasets with charges but no registration (budget lost by a rollback, acknowledged on
     # a database that does not know the dataset yet) count in their first charge's kind.
+    registered = set(caps)
     for row in conn.execute(
         "SELECT dataset, loss_type, epsilon, delta, rho FROM charges WHERE id IN "
         "(SELECT MIN(id) FROM charges GROUP BY dataset)"
     ):
         caps.setdefault(row[0], _decode(row[1:5]))
     for name, cap in sorted(caps.items()):
-        out[name] = _loss_json(_spent(conn, name, cap, analyst=None))
+        if name in registered:
+            out[name] = _dataset_spent(conn, name, cap, _accountant(conn, name))
+            continue
+        try:
+            out[name] = _dataset_spent(conn, name, cap, "basic")
+        except LedgerError:
+            # Lost ρ and δ of a zCDP dataset the database does not know yet.
+            out[name] = _zcdp_json(_zcdp_spent(conn, name, analyst=None), "zcdp")
     return out
 
 
-def _lost(conn: sqlite3.Connection, dataset: str, anchored: PrivacyLoss) -> PrivacyLoss | None:
-    """What the anchor says was spent on ``dataset`` beyond what the database holds, or None."""
+def _lost(w: _Write, dataset: str, anchored_json: Mapping[str, str], now: str) -> list[PrivacyLoss]:
+    """The charges that make up what the anchor says was spent beyond what the database holds.
+
+    A zCDP total lost with its registration is restored too: when the database spends the
+    dataset with the basic accountant (the accountant was chosen after the restored copy was
+    taken, hence before any charge), the anchor's accountant is recorded again first.
+    """
+    conn = w.conn
     row = conn.execute(
         "SELECT loss_type, epsilon, delta, rho FROM datasets WHERE name = ?", (dataset,)
     ).fetchone()
-    kind_of = anchored if row is None else _decode(row)
+    if anchored_json.get("type") == "zcdp":
+        anchored = _zcdp_from_json(anchored_json)
+        if row is not None and _accountant(conn, dataset) == "basic":
+            try:
+                choice = parse_accountant(anchored_json.get("spec", "zcdp"))
+                check_accountant(_decode(row), choice)
+            except InvalidParameter as e:
+                raise LedgerError(
+                    f"dataset {dataset!r}'s anchor records a zCDP total that its cap cannot "
+                    "be spent with; the lost budget cannot be expressed in it"
+                ) from e
+            _set_accountant(w, dataset, choice, now)
+        here = _zcdp_spent(conn, dataset, analyst=None)
+        out: list[PrivacyLoss] = []
+        if anchored.rho > here.rho:
+            out.append(Rho(rho=anchored.rho - here.rho))
+        if anchored.delta > here.delta:
+            out.append(EpsilonDelta(epsilon=0, delta=anchored.delta - here.delta))
+        return out
+    loss = _loss_from_json(anchored_json)
+    kind_of = loss if row is None else _decode(row)
+    if row is not None and _accountant(conn, dataset) != "basic":
+        # Anchored before the zCDP choice (made while nothing was charged): count it as given.
+        return [loss] if any(components(loss)) else []
     try:
-        target = convert(anchored, type(kind_of))
+        target = convert(loss, type(kind_of))
     except InvalidParameter as e:
         raise LedgerError(
             f"dataset {dataset!r}'s cap has another kind than the spent total its anchor "
             "records; the lost budget cannot be expressed in it"
         ) from e
-    here = _spent(conn, dataset, kind_of, analyst=None)
+    here_basic = _spent(conn, dataset, kind_of, analyst=None)
     diff = tuple(
-        max(a - b, Fraction(0)) for a, b in zip(components(target), components(here), strict=True)
+        max(a - b, Fraction(0))
+        for a, b in zip(components(target), components(here_basic), strict=True)
     )
     if not any(diff):
-        return None
-    return from_components(type(kind_of), diff)
+        return []
+    return [from_components(type(kind_of), diff)]
 
 
 # -- helpers (all run inside a transaction) ------------------------------------------------
@@ -1834,7 +2210,7 @@ def _meet(a: PrivacyLoss, b: PrivacyLoss) -> PrivacyLoss:
     )
 
 
-def _admit(budget: BudgetFilter, loss: PrivacyLoss, where: str) -> None:
+def _admit(budget: BudgetFilter | ZCDPFilter, loss: PrivacyLoss, where: str) -> None:
     """Ask the filter to admit ``loss``; add ``where`` to its refusal, keeping its figures."""
     try:
         budget.charge(loss)
@@ -1889,3 +2265,184 @@ def _decode_details(text: str) -> Mapping[str, object]:
     if not isinstance(value, dict):
         raise LedgerError("the ledger holds malformed charge details")
     return MappingProxyType(value)
+
+
+# -- accountants and sample releases (all run inside a transaction) ------------------------
+
+_CONSUMED_MESSAGE = (
+    "this sample was consumed by a release whose guarantee relies on sampling alone (e.g. safe "
+    "k-anonymization, Li–Qardaji–Su §2.6); nothing else may be released from it: draw a fresh "
+    "sample"
+)
+
+
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+    ).fetchone()
+    return row is not None
+
+
+def _ensure_extensions(conn: sqlite3.Connection) -> None:
+    """Create the tables added after schema version 2 if this ledger predates them."""
+    if not (_has_table(conn, "accountants") and _has_table(conn, "sample_releases")):
+        for statement in _EXTENSIONS:
+            conn.execute(statement)
+
+
+def _accountant(conn: sqlite3.Connection, dataset: str) -> Accountant:
+    if not _has_table(conn, "accountants"):
+        return "basic"
+    row = conn.execute("SELECT spec FROM accountants WHERE dataset = ?", (dataset,)).fetchone()
+    if row is None:
+        return "basic"
+    try:
+        return parse_accountant(str(row[0]))
+    except InvalidParameter as e:
+        raise LedgerError(f"dataset {dataset!r} has a malformed accountant") from e
+
+
+def _set_accountant(w: _Write, dataset: str, accountant: Accountant, now: str) -> None:
+    _ensure_extensions(w.conn)
+    spec = accountant_spec(accountant)
+    w.conn.execute(
+        "INSERT INTO accountants (dataset, spec, set_at) VALUES (?, ?, ?) "
+        "ON CONFLICT (dataset) DO UPDATE SET spec = excluded.spec, set_at = excluded.set_at",
+        (dataset, spec, now),
+    )
+    w.append("set_accountant", {"dataset": dataset, "spec": spec, "time": now})
+
+
+def _zcdp_spent(conn: sqlite3.Connection, dataset: str, *, analyst: str | None) -> ZCDPSpent:
+    """Exact ``(Σρᵢ, Σδᵢ)`` of the charges on ``dataset`` (of one analyst if given)."""
+    where, args = "dataset = ?", [dataset]
+    if analyst is not None:
+        where, args = where + " AND analyst = ?", [dataset, analyst]
+    rows = conn.execute(
+        f"SELECT loss_type, epsilon, delta, rho, COUNT(*) FROM charges WHERE {where} "
+        "GROUP BY loss_type, epsilon, delta, rho",
+        args,
+    ).fetchall()
+    rho, delta = Fraction(0), Fraction(0)
+    for row in rows:
+        one = zcdp_charge(_decode(row))
+        rho += one.rho * int(row[4])
+        delta += one.delta * int(row[4])
+    return ZCDPSpent(rho=rho, delta=delta)
+
+
+def _filter(
+    conn: sqlite3.Connection,
+    dataset: str,
+    cap: PrivacyLoss,
+    accountant: Accountant,
+    *,
+    analyst: str | None,
+) -> BudgetFilter | ZCDPFilter:
+    """The filter of ``cap`` (the dataset's or an allowance) with what was spent against it."""
+    try:
+        if accountant == "basic":
+            dataset_cap = _cap(conn, dataset)
+            return BudgetFilter(cap, spent=_spent(conn, dataset, dataset_cap, analyst=analyst))
+        return make_filter(cap, accountant, spent=_zcdp_spent(conn, dataset, analyst=analyst))
+    except InvalidParameter as e:
+        raise LedgerError(f"dataset {dataset!r}'s cap cannot be spent by its accountant") from e
+
+
+def _filter_total(budget: BudgetFilter | ZCDPFilter) -> dict[str, str]:
+    """What the anchor records: the exact spent total (a loss, or ``(Σρ, Σδ)``), as JSON."""
+    if isinstance(budget, ZCDPFilter):
+        return _zcdp_json(budget.used, budget.accountant.spec)
+    return _loss_json(budget.spent)
+
+
+def _over(budget: BudgetFilter | ZCDPFilter) -> bool:
+    """Whether ``budget`` has spent more than its cap (e.g. after lowering the cap)."""
+    if isinstance(budget, ZCDPFilter):
+        used = budget.used
+        return used.rho > budget.rho_max or used.delta > budget.delta_pool
+    return not _within(budget.spent, budget.cap)
+
+
+def _dataset_spent(
+    conn: sqlite3.Connection, dataset: str, cap: PrivacyLoss, accountant: Accountant
+) -> dict[str, str]:
+    """``dataset``'s exact spent total as the anchor records it (JSON)."""
+    if accountant == "basic":
+        return _loss_json(_spent(conn, dataset, cap, analyst=None))
+    return _zcdp_json(_zcdp_spent(conn, dataset, analyst=None), accountant_spec(accountant))
+
+
+def _zcdp_json(total: ZCDPSpent, spec: str) -> dict[str, str]:
+    """A zCDP total for the anchor: ``Σρ``, ``Σδ`` and the accountant that spends them."""
+    return {"type": "zcdp", "rho": _text(total.rho), "delta": _text(total.delta), "spec": spec}
+
+
+def _zcdp_from_json(data: Mapping[str, str]) -> ZCDPSpent:
+    try:
+        return ZCDPSpent(rho=Fraction(*_parse(data["rho"])), delta=Fraction(*_parse(data["delta"])))
+    except KeyError as e:
+        raise LedgerError("the anchor file holds a malformed zCDP total") from e
+
+
+def _admit_both(
+    conn: sqlite3.Connection, dataset: str, analyst: str | None, loss: PrivacyLoss
+) -> BudgetFilter | ZCDPFilter:
+    """Admit ``loss`` against the dataset's filter and the analyst's allowance, or raise.
+
+    Returns the dataset's filter with ``loss`` charged. Nothing is written here.
+    """
+    cap = _cap(conn, dataset)
+    accountant = _accountant(conn, dataset)
+    budget = _filter(conn, dataset, cap, accountant, analyst=None)
+    allowance = None if analyst is None else _allowance(conn, dataset, analyst)
+    if allowance is None:
+        _admit(budget, loss, f"dataset {dataset!r}")
+        return budget
+    # Check both before writing; when either refuses, report what is really left: the
+    # component-wise minimum of the two remainders.
+    mine = _filter(conn, dataset, allowance, accountant, analyst=analyst)
+    if not (budget.can_charge(loss) and mine.can_charge(loss)):
+        if isinstance(budget, ZCDPFilter) and isinstance(mine, ZCDPFilter):
+            left: PrivacyLoss = _meet(budget.remaining_for(loss), mine.remaining_for(loss))
+        else:
+            left = _meet(budget.remaining, mine.remaining)
+        raise BudgetExceeded(
+            f"{loss!r} does not fit the budget of dataset {dataset!r} for analyst "
+            f"{analyst!r}: {left!r} is left",
+            requested=loss,
+            remaining=left,
+        )
+    _admit(mine, loss, f"analyst {analyst!r}'s allowance on dataset {dataset!r}")
+    _admit(budget, loss, f"dataset {dataset!r}")
+    return budget
+
+
+def _consumed(conn: sqlite3.Connection, dataset: str, sample: str) -> bool:
+    if not _has_table(conn, "sample_releases"):
+        return False
+    row = conn.execute(
+        "SELECT 1 FROM sample_releases WHERE dataset = ? AND sample = ?", (dataset, sample)
+    ).fetchone()
+    return row is not None
+
+
+def _check_sample(sample: object) -> None:
+    if (
+        not isinstance(sample, str)
+        or not 8 <= len(sample) <= 128
+        or not all(c.isascii() and (c.isalnum() or c in "-_:.") for c in sample)
+    ):
+        raise InvalidParameter(
+            "sample must be an opaque identity of 8 to 128 letters, digits or '-_:.' "
+            "(deniable.ledger.new_sample_id()); never derive it from the data"
+        )
+
+
+def _rate(rate: object) -> Fraction:
+    if not isinstance(rate, Fraction | int | float):
+        raise InvalidParameter("rate must be a number in (0, 1]")
+    beta = exact(rate, "rate")
+    if not 0 < beta <= 1:
+        raise InvalidParameter("rate must be a sampling rate in (0, 1]")
+    return beta

@@ -32,8 +32,8 @@ import numpy.typing as npt
 import pandas as pd
 
 from deniable.accounting.conversions import convert
-from deniable.accounting.filter import BudgetFilter
 from deniable.accounting.loss import EpsilonDelta, PrivacyLoss
+from deniable.accounting.renyi import ZCDPFilter
 from deniable.engines.base import Engine, TableBinding
 from deniable.errors import BudgetExceeded, InternalError, InvalidParameter
 from deniable.ledger import Ledger
@@ -245,9 +245,10 @@ def _named_as_asked(answer: Answer, plan: DPPlan) -> Answer:
 
 def _precheck_budget(ledger: Ledger, dataset: str, loss: PrivacyLoss) -> None:
     # A cheap early refusal before the engine runs; the ledger re-checks atomically.
-    budget = BudgetFilter(ledger.cap(dataset), spent=ledger.spent(dataset))
+    budget = ledger.budget_filter(dataset)
     if not budget.can_charge(loss):
-        left = budget.remaining
+        # under the zCDP accountant: what is left, in the kind of this query's loss
+        left = budget.remaining_for(loss) if isinstance(budget, ZCDPFilter) else budget.remaining
         raise BudgetExceeded(
             f"this query costs {show_loss(loss)} but only {show_loss(left)} is left of "
             f"the budget of dataset {dataset!r}; nothing was spent",

@@ -20,6 +20,7 @@ One file names everything the curator decides before any analyst asks a question
     public_keys = { school = ["north", "south"] }
     budget = { epsilon = 1.0 }            # or { epsilon = 1, delta = 1e-6 } or { rho = 0.5 }
     engine = "duckdb"
+    # accountant = "zcdp"                 # (ε, δ) budgets only: spend it as ρ-zCDP
 
     [datasets.events]                     # a table read in place in PostgreSQL
     engine = "postgresql"
@@ -53,6 +54,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Literal
 
+from deniable.accounting.filter import accountant_spec, check_accountant, parse_accountant
 from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
 from deniable.errors import InvalidParameter
 
@@ -108,6 +110,10 @@ class DatasetConfig:
         source_table: PostgreSQL only: the table in the database (``"events"`` or
             ``"schema.events"``), given as ``table`` in the file; pass it to
             :meth:`~deniable.curator.session.Session.add_table` as ``table=``.
+        accountant: how the ledger spends the budget: ``"basic"`` (losses add), ``"zcdp"``
+            or ``"zcdp:delta_share=p/q"`` (an ``(ε, δ)`` budget spent as ρ-zCDP, see
+            :mod:`deniable.accounting.renyi`), or None (not given: the ledger's record, basic
+            for a new dataset); pass it to the Session as ``accountant=``.
     """
 
     name: str
@@ -122,6 +128,7 @@ class DatasetConfig:
     public_tables: tuple[PublicTableConfig, ...] = ()
     engine: Engine = "duckdb"
     source_table: str | None = None
+    accountant: str | None = None
 
 
 @dataclass(frozen=True)
@@ -267,6 +274,12 @@ def parse_config(
                     f"{key}: an allowance is a slice of the dataset's cap {cap!r} and must be "
                     f"of the same kind and fit inside it; {slice_!r} does not"
                 )
+            zcdp = datasets[ds].accountant not in (None, "basic")
+            if zcdp and not (isinstance(slice_, EpsilonDelta) and slice_.delta > 0):
+                raise ConfigError(
+                    f"{key}: dataset {ds!r} is spent with the zCDP accountant, so an allowance "
+                    "needs δ > 0 too, e.g. { epsilon = 0.5, delta = 1e-7 }"
+                )
             slices[ds] = slice_
         allowances[analyst] = MappingProxyType(slices)
     server = _server(_table(data.get("server"), "server"))
@@ -294,6 +307,7 @@ _DATASET_KEYS = {
     "public_tables",
     "budget",
     "engine",
+    "accountant",
 }
 
 
@@ -380,11 +394,12 @@ def _dataset(name: str, raw: Mapping[str, object], base: Path) -> DatasetConfig:
                 unique_key=unique_key,
             )
         )
+    budget = _loss(raw["budget"], f"{where}.budget")
     return DatasetConfig(
         name=name,
         source=source,
         table=table,
-        budget=_loss(raw["budget"], f"{where}.budget"),
+        budget=budget,
         privacy_unit=unit if isinstance(unit, str) else None,
         bounds=MappingProxyType(bounds),
         max_groups=_count(raw.get("max_groups"), f"{where}.max_groups"),
@@ -393,7 +408,23 @@ def _dataset(name: str, raw: Mapping[str, object], base: Path) -> DatasetConfig:
         public_tables=tuple(public),
         engine="postgresql" if engine == "postgresql" else "duckdb",
         source_table=source_table,
+        accountant=_accountant(raw.get("accountant"), budget, f"{where}.accountant"),
     )
+
+
+def _accountant(value: object, budget: PrivacyLoss, key: str) -> str | None:
+    """The canonical accountant spec, checked against the budget (None when not given)."""
+    if value is None:
+        return None
+    try:
+        choice = parse_accountant(value)
+        check_accountant(budget, choice)
+    except InvalidParameter as e:
+        raise ConfigError(
+            f'{key}: {e}; write accountant = "basic" or accountant = "zcdp" (with an '
+            "(ε, δ) budget such as budget = { epsilon = 1, delta = 1e-6 })"
+        ) from None
+    return accountant_spec(choice)
 
 
 def _postgres_source(raw: Mapping[str, object], where: str, name: str) -> tuple[str, str, str]:

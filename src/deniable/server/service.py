@@ -191,6 +191,7 @@ class Service:
                 dataset=name,
                 analyst="(service)",
                 source=source,
+                accountant=ds.accountant,
             )
         except LedgerTampered as e:
             self._tampered = e

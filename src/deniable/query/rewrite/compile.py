@@ -1000,9 +1000,13 @@ def compile_plan(
 
     def unpacked() -> list[exp.Expression]:
         cols: list[exp.Expression] = [*_refs(group_uk), _ref("__n")]
+        decimal = wide_packing and not caps.wide_bitwise  # NUMERIC: no >> nor &
         for out, p, bits in unpacked_spec:
             if not p:
                 cols.append(_ref(out))
+            elif decimal:
+                part = _floor_shift(p, bits) if bits > 0 else _low_bits(p, -bits)
+                cols.append(_alias(part, out))
             elif bits > 0:
                 shift = exp.BitwiseRightShift(this=_ref(p), expression=_int(bits))
                 cols.append(_alias(_paren(shift), out))
@@ -1286,6 +1290,23 @@ def compile_plan(
         statement=statement,
         distinct_parts=distinct_parts,
     )
+
+
+def _floor_shift(packed: str, bits: int) -> exp.Expression:
+    """``⌊packed / 2^bits⌋`` of an exact decimal column, exactly (also when it is negative).
+
+    ``2^-bits`` is written out as its finite decimal expansion (``5^bits / 10^bits``): an
+    exact decimal product (PostgreSQL's NUMERIC keeps every digit of a product, while it
+    rounds a quotient to a few digits, which could carry it over the next integer).
+    """
+    scale = "0." + str(5**bits).zfill(bits)  # 2^-bits = 5^bits / 10^bits
+    return exp.Floor(this=exp.Mul(this=_ref(packed), expression=exp.Literal.number(scale)))
+
+
+def _low_bits(packed: str, bits: int) -> exp.Expression:
+    """``packed − 2^bits·⌊packed / 2^bits⌋`` (in ``[0, 2^bits)``) of an exact decimal column."""
+    low = exp.Mul(this=_int(2**bits), expression=_floor_shift(packed, bits))
+    return _paren(exp.Sub(this=_ref(packed), expression=low))
 
 
 def _packable(

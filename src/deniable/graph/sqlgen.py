@@ -1,0 +1,267 @@
+"""The engine statements of the graph queries, as sqlglot trees rendered per dialect.
+
+No SQL is built from strings: identifiers come from :func:`deniable.sqlnames.identifier`,
+the keyed hash from the query compiler's chain (the same pseudo-random order the table
+queries use), and the engine's :class:`~deniable.engines.base.Capabilities` decide the
+dialect. Every statement starts from the *normalised* edge set ``__e(u, w)``: distinct
+unordered pairs of distinct, non-NULL ends, ``u < w``.
+
+The statements return exact aggregates (no noise): internal to the release path of
+:mod:`deniable.graph.graph`, which charges the ledger before anything computed from them
+leaves.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from deniable.engines.base import Capabilities
+from deniable.query.rewrite.compile import _Sql
+from deniable.sqlnames import identifier
+
+EDGES = "__e"
+HASHED = "__h"
+ENDS = "__x"
+RANKED = "__r"
+KEPT = "__k"
+DEGREES = "__d"
+NODES = "__n"
+
+
+def _col(name: str, table: str | None = None) -> exp.Column:
+    return exp.Column(this=identifier(name), table=None if table is None else identifier(table))
+
+
+def _table(name: str, alias: str | None = None) -> exp.Table:
+    t = exp.Table(this=identifier(name))
+    if alias is not None:
+        t.set("alias", exp.TableAlias(this=identifier(alias)))
+    return t
+
+
+def _alias(e: exp.Expression, name: str) -> exp.Alias:
+    return exp.Alias(this=e, alias=identifier(name))
+
+
+def _int(v: int) -> exp.Expression:
+    return exp.Literal.number(v)
+
+
+def _count() -> exp.Count:
+    return exp.Count(this=exp.Star())
+
+
+def normalised_edges(table: str, source: str, target: str) -> exp.Select:
+    """``SELECT DISTINCT LEAST(a, b) AS u, GREATEST(a, b) AS w FROM table WHERE …``.
+
+    Rows with a NULL end and self-loops are dropped; both orientations of a pair and
+    duplicates become one edge (simple undirected graph).
+    """
+    a, b = _col(source), _col(target)
+    where = exp.and_(
+        exp.Not(this=exp.Is(this=a.copy(), expression=exp.Null())),
+        exp.Not(this=exp.Is(this=b.copy(), expression=exp.Null())),
+        exp.NEQ(this=a.copy(), expression=b.copy()),
+    )
+    return (
+        exp.select(
+            _alias(exp.Least(this=a.copy(), expressions=[b.copy()]), "u"),
+            _alias(exp.Greatest(this=a.copy(), expressions=[b.copy()]), "w"),
+        )
+        .distinct()
+        .from_(_table(table))
+        .where(where)
+    )
+
+
+def _with(
+    query: exp.Select,
+    table: str,
+    source: str,
+    target: str,
+    *ctes: tuple[str, exp.Expression],
+) -> exp.Select:
+    """``WITH __e AS (normalised edges), ctes… query`` (common table expressions in order)."""
+    out = query.with_(identifier(EDGES), as_=normalised_edges(table, source, target))
+    for name, body in ctes:
+        out = out.with_(identifier(name), as_=body)
+    return out
+
+
+def _ends() -> exp.Expression:
+    """``SELECT u AS x FROM __e UNION ALL SELECT w AS x FROM __e``: one row per edge end."""
+    left = exp.select(_alias(_col("u"), "x")).from_(_table(EDGES))
+    right = exp.select(_alias(_col("w"), "x")).from_(_table(EDGES))
+    return exp.union(left, right, distinct=False)
+
+
+def _degrees() -> exp.Select:
+    """``SELECT x, COUNT(*) AS d FROM ends GROUP BY x``: the degree of every non-isolated node."""
+    return (
+        exp.select(_col("x"), _alias(_count(), "d"))
+        .from_(exp.Subquery(this=_ends(), alias=exp.TableAlias(this=identifier(ENDS))))
+        .group_by(_col("x"))
+    )
+
+
+def render(tree: exp.Expression, caps: Capabilities) -> str:
+    """The tree as SQL text of the engine's dialect."""
+    return str(tree.sql(dialect=caps.dialect))
+
+
+def edge_count(table: str, source: str, target: str) -> exp.Select:
+    """``COUNT(*)`` of the normalised edges (one column ``n``)."""
+    return _with(exp.select(_alias(_count(), "n")).from_(_table(EDGES)), table, source, target)
+
+
+def clamped_degree_histogram(table: str, source: str, target: str, max_degree: int) -> exp.Select:
+    """Nodes per clamped degree ``LEAST(degree, D)``: columns ``b`` (1..D) and ``n``."""
+    b = exp.Least(this=_col("d"), expressions=[_int(max_degree)])
+    q = exp.select(_alias(b, "b"), _alias(_count(), "n")).from_(_table(DEGREES)).group_by(b.copy())
+    return _with(q, table, source, target, (DEGREES, _degrees()))
+
+
+def nodes_with_degree_at_least(table: str, source: str, target: str, d: int) -> exp.Select:
+    """Nodes whose (true) degree is at least ``d`` (one column ``n``)."""
+    q = (
+        exp.select(_alias(_count(), "n"))
+        .from_(_table(DEGREES))
+        .where(exp.GTE(this=_col("d"), expression=_int(d)))
+    )
+    return _with(q, table, source, target, (DEGREES, _degrees()))
+
+
+def _order_hash(caps: Capabilities, key: int) -> exp.Expression:
+    return _Sql(caps).keyed_hash(key, ["u", "w"])
+
+
+def triangles_mutual_top_d(
+    caps: Capabilities, table: str, source: str, target: str, max_degree: int, key: int
+) -> exp.Select:
+    """Triangles of the mutual top-``D`` truncation (one column ``n``).
+
+    Every edge end ranks its node's edges by ``(keyed hash, u, w)``; an edge is kept iff its
+    rank is at most ``D`` at both ends; the triangles ``u < w < x`` of the kept edges are
+    counted. Edge-level stable (:mod:`deniable.graph.projection`).
+    """
+    hashed = exp.select(_col("u"), _col("w"), _alias(_order_hash(caps, key), "h")).from_(
+        _table(EDGES)
+    )
+    ends = exp.union(
+        exp.select(_alias(_col("u"), "x"), _col("u"), _col("w"), _col("h")).from_(_table(HASHED)),
+        exp.select(_alias(_col("w"), "x"), _col("u"), _col("w"), _col("h")).from_(_table(HASHED)),
+        distinct=False,
+    )
+    rank = exp.Window(
+        this=exp.RowNumber(),
+        partition_by=[_col("x")],
+        order=exp.Order(
+            expressions=[exp.Ordered(this=_col(c)) for c in ("h", "u", "w")],
+        ),
+    )
+    ranked = exp.select(_col("u"), _col("w"), _alias(rank, "r")).from_(
+        exp.Subquery(this=ends, alias=exp.TableAlias(this=identifier(ENDS)))
+    )
+    kept = (
+        exp.select(_col("u"), _col("w"))
+        .from_(_table(RANKED))
+        .group_by(_col("u"), _col("w"))
+        .having(exp.LTE(this=exp.Max(this=_col("r")), expression=_int(max_degree)))
+    )
+    e1, e2, e3 = "__k1", "__k2", "__k3"
+    q = (
+        exp.select(_alias(_count(), "n"))
+        .from_(_table(KEPT, e1))
+        .join(
+            _table(KEPT, e2),
+            on=exp.and_(
+                exp.EQ(this=_col("u", e1), expression=_col("u", e2)),
+                exp.LT(this=_col("w", e1), expression=_col("w", e2)),
+            ),
+        )
+        .join(
+            _table(KEPT, e3),
+            on=exp.and_(
+                exp.EQ(this=_col("u", e3), expression=_col("w", e1)),
+                exp.EQ(this=_col("w", e3), expression=_col("w", e2)),
+            ),
+        )
+    )
+    return _with(q, table, source, target, (HASHED, hashed), (RANKED, ranked), (KEPT, kept))
+
+
+def edge_ends_by_attribute(
+    table: str,
+    source: str,
+    target: str,
+    nodes: str,
+    node_key: str,
+    attribute: str,
+) -> exp.Select:
+    """Edge ends per node attribute value: columns ``g`` (the value) and ``n``.
+
+    Each edge counts once at each end whose node has a row in ``nodes``; an edge between two
+    nodes of the same group counts twice there. The node table is read one row per key
+    (:func:`node_attributes`), so a key repeated after registration cannot count an edge end
+    twice.
+    """
+    q = (
+        exp.select(_alias(_col("g", NODES), "g"), _alias(_count(), "n"))
+        .from_(exp.Subquery(this=_ends(), alias=exp.TableAlias(this=identifier(ENDS))))
+        .join(
+            exp.Subquery(
+                this=node_attributes(nodes, node_key, attribute),
+                alias=exp.TableAlias(this=identifier(NODES)),
+            ),
+            on=exp.EQ(this=_col("k", NODES), expression=_col("x", ENDS)),
+        )
+        .group_by(_col("g", NODES))
+    )
+    return _with(q, table, source, target)
+
+
+def ordered_edges(caps: Capabilities, table: str, source: str, target: str, key: int) -> exp.Select:
+    """The normalised edges ``(u, w)`` in the stable order ``(keyed hash, u, w)``.
+
+    The input of the node-level projection, which is sequential and runs in Python.
+    """
+    q = (
+        exp.select(_col("u"), _col("w"))
+        .from_(_table(EDGES))
+        .order_by(
+            exp.Ordered(this=_order_hash(caps, key)),
+            exp.Ordered(this=_col("u")),
+            exp.Ordered(this=_col("w")),
+        )
+    )
+    return _with(q, table, source, target)
+
+
+def node_attributes(nodes: str, node_key: str, attribute: str) -> exp.Select:
+    """``SELECT key AS k, MIN(attribute) AS g FROM nodes GROUP BY key``: one row per node.
+
+    The key is unique when the graph is registered; the aggregation keeps one row per key
+    even if the source changes afterwards (a deterministic per-node choice).
+    """
+    return (
+        exp.select(_alias(_col(node_key), "k"), _alias(exp.Min(this=_col(attribute)), "g"))
+        .from_(_table(nodes))
+        .where(exp.Not(this=exp.Is(this=_col(node_key), expression=exp.Null())))
+        .group_by(_col(node_key))
+    )
+
+
+def key_profile(nodes: str, node_key: str) -> exp.Select:
+    """Rows, distinct keys and non-NULL keys of the node table (a registration check)."""
+    k = _col(node_key)
+    return exp.select(
+        _count(),
+        exp.Count(this=exp.Distinct(expressions=[k.copy()])),
+        exp.Count(this=k.copy()),
+    ).from_(_table(nodes))
+
+
+def distinct_values(nodes: str, attribute: str) -> exp.Select:
+    """Distinct values of a node attribute, ordered (edge level: the node table is public)."""
+    c = _col(attribute)
+    return exp.select(c).distinct().from_(_table(nodes)).order_by(c.copy())
