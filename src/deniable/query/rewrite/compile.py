@@ -502,6 +502,15 @@ class _Sql:
         return h
 
 
+def keyed_hash(caps: Capabilities, key: int, args: Sequence[str]) -> exp.Expression:
+    """The keyed chain hash of the columns ``args`` under the secret ``key``.
+
+    The pseudo-random order every bounding step uses (:meth:`_Sql.keyed_hash`), for other
+    generators of engine SQL (graphs) to share.
+    """
+    return _Sql(caps).keyed_hash(key, args)
+
+
 def _no_nfc(column: Column, caps: Capabilities) -> UnsafeQuery:
     return UnsafeQuery(
         f"this engine ({caps.dialect}) has no Unicode NFC normalisation, so privacy unit "
