@@ -157,7 +157,7 @@ def test_exact_statistics_match_the_reference(
             sensitivity(q, g.info.unit, g.info.max_degree)
         return
     keys = GROUPS if q.kind is Kind.EDGE_ENDS_BY else None
-    got = g.exact(q, 424242, keys).values
+    got = g._exact(q, 424242, keys).values
     ref = setup[graph]
     assert isinstance(ref, dict)
     assert got.tolist() == _truth(ref, q, g.info.max_degree).tolist()
@@ -170,8 +170,8 @@ def test_small_bound_projection_undercounts_and_bounds_degrees(
     g = _graph(setup, f"{graph}_small")
     ref = setup[graph]
     assert isinstance(ref, dict)
-    count = int(g.exact(GraphQuery(Kind.EDGE_COUNT), 7).values[0])
-    hist = g.exact(GraphQuery(Kind.DEGREE_HISTOGRAM), 7).values
+    count = int(g._exact(GraphQuery(Kind.EDGE_COUNT), 7).values[0])
+    hist = g._exact(GraphQuery(Kind.DEGREE_HISTOGRAM), 7).values
     assert count <= ref["edges"]
     assert len(hist) == 3 and int((hist * np.arange(1, 4)).sum()) == 2 * count
     if graph == "pl":
@@ -200,7 +200,7 @@ def _misses(g: Graph, q: GraphQuery, truth: np.ndarray, *, width: float = 1.0) -
 def test_intervals_cover_at_their_level(setup: dict[str, object], name: str, q: GraphQuery) -> None:
     g = _graph(setup, name)
     keys = GROUPS if q.kind is Kind.EDGE_ENDS_BY else None
-    truth = g.exact(q, 5, keys).values
+    truth = g._exact(q, 5, keys).values
     cells = R * truth.size
     limit = int(binom.isf(1e-7, cells, 1 - LEVEL))
     misses = _misses(g, q, truth)

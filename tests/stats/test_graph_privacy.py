@@ -1,7 +1,7 @@
 """Empirical ε of graph answers on neighbouring graphs (edge level and node level).
 
 Each scenario registers two neighbouring graphs ``G`` and ``G'`` in one session, computes the
-exact bounded statistic of both through the release path's own hook (``Graph.exact``, the
+exact bounded statistic of both through the release path's own hook (``Graph._exact``, the
 same order secret for both: conditioned on the secret the truncation is a fixed function,
 which is what the proofs bound), and samples ``N`` releases of each with the mechanism the
 release path uses (``Graph._noise``: discrete Laplace with the sensitivity of
@@ -129,7 +129,7 @@ def graphs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Graph
 
 def _statistic(g: Graph, q: GraphQuery) -> np.ndarray:
     keys = [0, 1, 2] if q.kind is Kind.EDGE_ENDS_BY else None
-    return g.exact(q, SECRET, keys).values
+    return g._exact(q, SECRET, keys).values
 
 
 def _llr(x: np.ndarray, c: np.ndarray, c2: np.ndarray, delta: int, seed: int, factor: int):  # type: ignore[no-untyped-def]

@@ -1,7 +1,7 @@
 """Graphs through the Session: registration, the Python API, the SQL front, refusals, policy.
 
 Exact statistics are checked against references computed here (networkx-free: the helpers of
-deniable.graph.projection), through the test-only hook ``Graph.exact``; answers are checked
+deniable.graph.projection), through the internal hook ``Graph._exact``; answers are checked
 for their shape, charge, replay and policy notes.
 """
 
@@ -80,13 +80,13 @@ def test_edge_level_exact_statistics(session: Session) -> None:
     g = session.graph("g_edge")
     u, w = _arrays()
     deg = degrees(u, w, 8)[1:]
-    assert g.exact(GraphQuery(Kind.EDGE_COUNT), 1).values.tolist() == [7]
-    hist = g.exact(GraphQuery(Kind.DEGREE_HISTOGRAM), 1)
+    assert g._exact(GraphQuery(Kind.EDGE_COUNT), 1).values.tolist() == [7]
+    hist = g._exact(GraphQuery(Kind.DEGREE_HISTOGRAM), 1)
     assert hist.keys == [1, 2]
     assert hist.values.tolist() == [int((deg == 1).sum()), int((deg >= 2).sum())]
-    at3 = g.exact(GraphQuery(Kind.DEGREE_AT_LEAST, threshold=3), 1).values.tolist()
+    at3 = g._exact(GraphQuery(Kind.DEGREE_AT_LEAST, threshold=3), 1).values.tolist()
     assert at3 == [int((deg >= 3).sum())]
-    ends = g.exact(GraphQuery(Kind.EDGE_ENDS_BY, attribute="city"), 1, ["x", "y", "z", "w"])
+    ends = g._exact(GraphQuery(Kind.EDGE_ENDS_BY, attribute="city"), 1, ["x", "y", "z", "w"])
     city = dict(zip(PEOPLE.id, PEOPLE.city, strict=True))
     want = dict.fromkeys("xyzw", 0)
     for a, b in DISTINCT:
@@ -104,13 +104,13 @@ def test_engine_truncations_match_the_python_references(session: Session, secret
     u = np.array(table.column(0).to_pylist(), dtype=np.int64)
     w = np.array(table.column(1).to_pylist(), dtype=np.int64)
     kept = edge_addition_projection(u, w, 2)
-    assert g.exact(GraphQuery(Kind.EDGE_COUNT), secret).values.tolist() == [int(kept.sum())]
+    assert g._exact(GraphQuery(Kind.EDGE_COUNT), secret).values.tolist() == [int(kept.sum())]
     deg = degrees(u[kept], w[kept], 8)
-    hist = g.exact(GraphQuery(Kind.DEGREE_HISTOGRAM), secret).values.tolist()
+    hist = g._exact(GraphQuery(Kind.DEGREE_HISTOGRAM), secret).values.tolist()
     assert hist == [int((deg == 1).sum()), int((deg == 2).sum())]
     edge = session.graph("g_edge")
     top = mutual_top_d(u, w, 2)
-    tri = edge.exact(GraphQuery(Kind.TRIANGLES), secret).values.tolist()
+    tri = edge._exact(GraphQuery(Kind.TRIANGLES), secret).values.tolist()
     assert tri == [triangle_count(u[top], w[top])]
 
 
@@ -121,7 +121,7 @@ def test_triangles_of_a_dense_graph_match_with_a_large_bound(tmp_path: Path) -> 
     with _session(tmp_path) as s:
         s.add_graph("g", frame, source_col="s", target_col="t", max_degree=30)
         u, w = frame.s.to_numpy(), frame.t.to_numpy()
-        got = s.graph("g").exact(GraphQuery(Kind.TRIANGLES), 9).values.tolist()
+        got = s.graph("g")._exact(GraphQuery(Kind.TRIANGLES), 9).values.tolist()
         assert got == [triangle_count(u, w)]
 
 
@@ -314,8 +314,8 @@ def test_string_node_ids(tmp_path: Path) -> None:
     with _session(tmp_path) as s:
         s.add_graph("g", frame, source_col="s", target_col="t", unit="node", max_degree=5)
         g = s.graph("g")
-        assert g.exact(GraphQuery(Kind.EDGE_COUNT), 3).values.tolist() == [4]
-        hist = g.exact(GraphQuery(Kind.DEGREE_HISTOGRAM), 3).values.tolist()
+        assert g._exact(GraphQuery(Kind.EDGE_COUNT), 3).values.tolist() == [4]
+        hist = g._exact(GraphQuery(Kind.DEGREE_HISTOGRAM), 3).values.tolist()
         assert hist == [1, 2, 1, 0, 0]
 
 
@@ -325,8 +325,8 @@ def test_empty_and_degenerate_graphs(tmp_path: Path) -> None:
         for unit in ("edge", "node"):
             s.add_graph(f"g_{unit}", frame, source_col="a", target_col="b", unit=unit, max_degree=2)
             g = s.graph(f"g_{unit}")
-            assert g.exact(GraphQuery(Kind.EDGE_COUNT), 1).values.tolist() == [0]
-            assert g.exact(GraphQuery(Kind.DEGREE_HISTOGRAM), 1).values.tolist() == [0, 0]
+            assert g._exact(GraphQuery(Kind.EDGE_COUNT), 1).values.tolist() == [0]
+            assert g._exact(GraphQuery(Kind.DEGREE_HISTOGRAM), 1).values.tolist() == [0, 0]
             a = g.degree_histogram(epsilon=1)
             assert len(a) == 2
 
@@ -355,7 +355,7 @@ def test_sparse_integer_ids_and_repeated_node_keys(tmp_path: Path) -> None:
     with _session(tmp_path) as s:
         s.add_graph("g", frame, source_col="a", target_col="b", unit="node", max_degree=2)
         g = s.graph("g")
-        assert g.exact(GraphQuery(Kind.DEGREE_HISTOGRAM), 1).values.tolist() == [0, 3]
+        assert g._exact(GraphQuery(Kind.DEGREE_HISTOGRAM), 1).values.tolist() == [0, 3]
     nodes = pd.DataFrame({"id": [5, 5, 7], "c": ["p", "q", "p"]})
     import duckdb
 

@@ -58,6 +58,7 @@ understated.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -85,10 +86,32 @@ DEFAULT_DELTA_SHARE = Fraction(1, 2)
 # -- conversions --------------------------------------------------------------------------
 
 
+def _argmin_alpha(f: Callable[[float], float]) -> float:
+    """The order ``α`` in ``(1 + 10⁻⁶, 1 + 10⁸)`` minimising ``f(α)`` (float search).
+
+    Golden-section search on ``ln(α − 1)``. Only tightness depends on it: the callers certify
+    their bound at the (rational) order found, and every α > 1 gives a valid bound.
+    """
+    lo, hi = math.log(1e-6), math.log(1e8)
+    g = (math.sqrt(5) - 1) / 2
+    a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+    fa, fb = f(1 + math.exp(a)), f(1 + math.exp(b))
+    for _ in range(80):
+        if fa < fb:
+            hi, b, fb = b, a, fa
+            a = hi - g * (hi - lo)
+            fa = f(1 + math.exp(a))
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + g * (hi - lo)
+            fb = f(1 + math.exp(b))
+    return 1 + math.exp((lo + hi) / 2)
+
+
 def _float_best_alpha(rho: float, log_inv_delta: float) -> float:
     """The order minimising ``αρ + ln(1 − 1/α) + (ln(1/δ) − ln α)/(α − 1)`` (float search).
 
-    Only tightness depends on it: every α > 1 gives a valid bound.
+    The optimum is near ``1 + √(ln(1/δ)/ρ)``. Only tightness depends on it.
     """
     if rho <= 0:
         return 1e6
@@ -96,21 +119,7 @@ def _float_best_alpha(rho: float, log_inv_delta: float) -> float:
     def eps(a: float) -> float:
         return a * rho + math.log1p(-1 / a) + (log_inv_delta - math.log(a)) / (a - 1)
 
-    # The optimum is near 1 + √(ln(1/δ)/ρ); golden-section search on log(α − 1).
-    lo, hi = math.log(1e-6), math.log(1e8)
-    g = (math.sqrt(5) - 1) / 2
-    a, b = hi - g * (hi - lo), lo + g * (hi - lo)
-    fa, fb = eps(1 + math.exp(a)), eps(1 + math.exp(b))
-    for _ in range(80):
-        if fa < fb:
-            hi, b, fb = b, a, fa
-            a = hi - g * (hi - lo)
-            fa = eps(1 + math.exp(a))
-        else:
-            lo, a, fa = a, b, fb
-            b = lo + g * (hi - lo)
-            fb = eps(1 + math.exp(b))
-    return 1 + math.exp((lo + hi) / 2)
+    return _argmin_alpha(eps)
 
 
 def _rational_alpha(alpha: float) -> Fraction:
@@ -186,28 +195,13 @@ def _zcdp_rho_cap(epsilon: Fraction, delta: Fraction) -> Fraction:
     # Search α for the largest ρ in floats, then certify at that (rational) α.
     eps_f, lid = float(epsilon), _log_inv(delta)
 
-    def rho_at(a: float) -> float:
-        return (eps_f - math.log1p(-1 / a) - (lid - math.log(a)) / (a - 1)) / a
+    def minus_rho_at(a: float) -> float:
+        return -(eps_f - math.log1p(-1 / a) - (lid - math.log(a)) / (a - 1)) / a
 
-    lo, hi = math.log(1e-6), math.log(1e8)
-    g = (math.sqrt(5) - 1) / 2
-    x1, x2 = hi - g * (hi - lo), lo + g * (hi - lo)
-    f1, f2 = rho_at(1 + math.exp(x1)), rho_at(1 + math.exp(x2))
-    for _ in range(80):
-        if f1 > f2:
-            hi, x2, f2 = x2, x1, f1
-            x1 = hi - g * (hi - lo)
-            f1 = rho_at(1 + math.exp(x1))
-        else:
-            lo, x1, f1 = x1, x2, f2
-            x2 = lo + g * (hi - lo)
-            f2 = rho_at(1 + math.exp(x2))
-    alpha = _rational_alpha(1 + math.exp((lo + hi) / 2))
-    # ρ ≤ (ε − ln(1 − 1/α) − (ln(1/δ) − ln α)/(α − 1))/α; each term on its low side.
-    _, ln_ratio_hi = ln_interval((alpha - 1) / alpha)
-    _, ln_inv_delta_hi = ln_interval(1 / delta)
-    ln_alpha_lo, _ = ln_interval(alpha)
-    cks = (epsilon - ln_ratio_hi - (ln_inv_delta_hi - ln_alpha_lo) / (alpha - 1)) / alpha
+    alpha = _rational_alpha(_argmin_alpha(minus_rho_at))
+    # ρ ≤ (ε − [ln(1 − 1/α) + (ln(1/δ) − ln α)/(α − 1)])/α, the bracket taken high: it is
+    # the CKS ε at ρ = 0.
+    cks = (epsilon - _rdp_epsilon_upper(Fraction(0), delta, alpha)) / alpha
     return round_down(max(best, cks, Fraction(0)))
 
 

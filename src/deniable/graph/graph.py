@@ -34,7 +34,6 @@ import pandas as pd
 import pyarrow as pa
 from sqlglot import exp
 
-from deniable.accounting.filter import BudgetFilter
 from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
 from deniable.engines.base import Engine, TableBinding
 from deniable.errors import BudgetExceeded, InvalidParameter
@@ -255,8 +254,8 @@ class Graph:
                 remaining=self._ledger.remaining(self._dataset),
                 cached=True,
             )
-        self._precheck(cost)
-        exact = self.exact(query, self._secret(), keys)
+        self._precheck(cost, who)
+        exact = self._exact(query, self._secret(), keys)
         charge = self._ledger.charge(
             self._dataset,
             cost,
@@ -278,10 +277,12 @@ class Graph:
         self._ledger.store_answer(charge.id, answer.to_bytes())
         return answer
 
-    def exact(self, query: GraphQuery, secret: int, keys: Sequence[object] | None = None) -> Exact:
+    def _exact(self, query: GraphQuery, secret: int, keys: Sequence[object] | None = None) -> Exact:
         """The exact (bounded) statistic for the order secret ``secret``: internal only.
 
-        No noise and no charge: the release path and the privacy tests call it.
+        No noise and no charge: the release path and the privacy tests call it. Private like
+        ``Session._exact``: analysts hold this object (:meth:`Session.graph`), and every
+        public method of it charges and noises.
         """
         info = self.info
         caps = self._engine.capabilities
@@ -374,12 +375,14 @@ class Graph:
             return EpsilonDelta(epsilon=e, delta=0), e
         return Epsilon(epsilon=e), e
 
-    def _precheck(self, cost: PrivacyLoss) -> None:
-        budget = BudgetFilter(
-            self._ledger.cap(self._dataset), spent=self._ledger.spent(self._dataset)
-        )
-        if not budget.can_charge(cost):
-            left = budget.remaining
+    def _precheck(self, cost: PrivacyLoss, analyst: str) -> None:
+        """Refuse early (before the engine runs) what the ledger's charge would refuse.
+
+        The ledger's own dry run: the dataset's accountant (basic or zCDP) and the analyst's
+        allowance decide, exactly as in :meth:`Ledger.charge`, which re-checks atomically.
+        """
+        if not self._ledger.can_charge(self._dataset, cost, analyst=analyst):
+            left = self._ledger.remaining(self._dataset, analyst=analyst)
             raise BudgetExceeded(
                 f"this query costs {show_loss(cost)} but only {show_loss(left)} is left of "
                 f"the budget of dataset {self._dataset!r}; nothing was spent",
@@ -502,8 +505,8 @@ def _dense_ids(
     """Node ids as integers ``0..n−1`` (order-preserving), and the map of other ids to them.
 
     Integer ids in a range not much wider than the number of edge ends are shifted by their
-    minimum (no sort); other ids are factorised (sorted). The map gives −1 for ids that are
-    not an end of any edge.
+    minimum (no sort); other ids are factorised (sorted; a NaN id is one node, as in the
+    engine). The map gives −1 for ids that are not an end of any edge.
     """
     m = len(u_raw)
     if m and u_raw.dtype.kind in "iu" and w_raw.dtype.kind in "iu":
@@ -520,7 +523,9 @@ def _dense_ids(
                 return np.where((x >= 0) & (x < n), x, -1).astype(np.int64)
 
             return (u_raw.astype(np.int64) - lo, w_raw.astype(np.int64) - lo, shifted)
-    codes, uniques = pd.factorize(np.concatenate([u_raw, w_raw]), sort=True)
+    # NaN is one node, as in the engine (NaN = NaN there): no sentinel code, so every edge end
+    # gets an id ≥ 0 and nothing here can fail on the private edge list.
+    codes, uniques = pd.factorize(np.concatenate([u_raw, w_raw]), sort=True, use_na_sentinel=False)
     index = pd.Index(uniques)
 
     def factorised(ids: npt.NDArray[Any]) -> I64:

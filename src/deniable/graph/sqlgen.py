@@ -16,7 +16,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from deniable.engines.base import Capabilities
-from deniable.query.rewrite.compile import _Sql
+from deniable.query.rewrite.compile import keyed_hash
 from deniable.sqlnames import identifier
 
 EDGES = "__e"
@@ -132,7 +132,7 @@ def nodes_with_degree_at_least(table: str, source: str, target: str, d: int) -> 
 
 
 def _order_hash(caps: Capabilities, key: int) -> exp.Expression:
-    return _Sql(caps).keyed_hash(key, ["u", "w"])
+    return keyed_hash(caps, key, ["u", "w"])
 
 
 def triangles_mutual_top_d(

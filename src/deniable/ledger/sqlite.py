@@ -17,7 +17,8 @@ Guarantees (DESIGN.md §7):
   :class:`deniable.accounting.filter.BudgetFilter`: losses add) or ``"zcdp"`` (an ``(ε, δ)``
   cap spent as ρ-zCDP, :class:`deniable.accounting.renyi.ZCDPFilter`; ρ charges are then
   admitted). The choice is a chained fact like the cap, and can change only before the
-  first charge.
+  first charge. The zCDP accountant refuses the charges of queries on a Bernoulli sample
+  (increments of one amplified total, valid only added up).
 * **Sample discipline** (Li–Qardaji–Su §2.6). A release whose guarantee comes from sampling
   alone (safe k-anonymization) is recorded with :meth:`Ledger.record_sample_release`: the
   sample's opaque identity (:func:`new_sample_id`, never derived from data), its rate β and
@@ -83,7 +84,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from fractions import Fraction
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal
 
 from deniable.accounting.composition import components, from_components
 from deniable.accounting.conversions import convert
@@ -1202,6 +1203,9 @@ class Ledger:
             DuplicateRequest: this (dataset, analyst, idempotency_key) was already charged.
             BudgetExceeded: ``loss`` does not fit what is left (its ``remaining`` says what
                 is); nothing was written.
+            UnsafeQuery: a charge of a query on a Bernoulli sample (``details`` has
+                ``"sampling"``) against a dataset spent with the zCDP accountant, whose
+                theorems do not cover such increments; nothing was written.
             UnknownDataset: the dataset is not registered.
             InvalidParameter: malformed arguments, or a loss the cap's kind cannot express
                 (e.g. ρ against an ``(ε, δ)`` cap with the basic accountant); checked before
@@ -1231,20 +1235,55 @@ class Ledger:
                 ).fetchone()
                 if row is not None:
                     raise DuplicateRequest(int(row[0]))
-            budget = _admit_both(conn, dataset, analyst, loss)
-            now = _now()
-            charge_id = self._insert_charge(
+            if (
+                details is not None
+                and "sampling" in details
+                and _accountant(conn, dataset) != "basic"
+            ):
+                raise UnsafeQuery(_SAMPLED_UNDER_ZCDP)
+            charge = self._admit_and_insert(
                 w,
                 dataset=dataset,
                 analyst=analyst,
                 query_key=query_key,
                 query_text=query_text,
                 loss=loss,
-                now=now,
                 details_json=details_json,
                 idempotency_key=idempotency_key,
             )
-            w.spent[dataset] = _filter_total(budget)
+        return charge  # after the commit and the re-anchoring
+
+    def _admit_and_insert(
+        self,
+        w: _Write,
+        *,
+        dataset: str,
+        analyst: str,
+        query_key: str,
+        query_text: str,
+        loss: PrivacyLoss,
+        details_json: str,
+        idempotency_key: str | None,
+    ) -> Charge:
+        """Admit ``loss`` (dataset and allowance) and insert its charge, inside ``w``.
+
+        The one write path of a release (:meth:`charge`, :meth:`record_sample_release`):
+        nothing is written when the filter refuses; the anchor's total follows the charge.
+        """
+        budget = _admit_both(w.conn, dataset, analyst, loss)
+        now = _now()
+        charge_id = self._insert_charge(
+            w,
+            dataset=dataset,
+            analyst=analyst,
+            query_key=query_key,
+            query_text=query_text,
+            loss=loss,
+            now=now,
+            details_json=details_json,
+            idempotency_key=idempotency_key,
+        )
+        w.spent[dataset] = _filter_total(budget)
         return Charge(
             id=charge_id,
             dataset=dataset,
@@ -1604,47 +1643,32 @@ class Ledger:
             _ensure_extensions(conn)
             if _consumed(conn, dataset, sample):
                 raise UnsafeQuery(_CONSUMED_MESSAGE)
-            budget = _admit_both(conn, dataset, analyst, loss)
-            now = _now()
-            query_key = f"sample-release:{sample}"
-            charge_id = self._insert_charge(
+            charge = self._admit_and_insert(
                 w,
                 dataset=dataset,
                 analyst=analyst,
-                query_key=query_key,
+                query_key=f"sample-release:{sample}",
                 query_text=query_text,
                 loss=loss,
-                now=now,
                 details_json=details_json,
                 idempotency_key=None,
             )
+            now = charge.time.isoformat(timespec="microseconds")  # as _now() wrote it
             conn.execute(
                 "INSERT INTO sample_releases (dataset, sample, charge_id, rate, time) "
                 "VALUES (?, ?, ?, ?, ?)",
-                (dataset, sample, charge_id, _text(beta), now),
+                (dataset, sample, charge.id, _text(beta), now),
             )
             w.append(
                 "sample_release",
                 {
                     "dataset": dataset,
                     "sample": sample,
-                    "charge_id": charge_id,
+                    "charge_id": charge.id,
                     "rate": _text(beta),
                     "time": now,
                 },
             )
-            w.spent[dataset] = _filter_total(budget)
-        charge = Charge(
-            id=charge_id,
-            dataset=dataset,
-            analyst=analyst,
-            query_key=query_key,
-            query_text=query_text,
-            loss=loss,
-            time=datetime.fromisoformat(now),
-            details=_decode_details(details_json),
-            status="charged",
-        )
         return SampleRelease(
             dataset=dataset, sample=sample, rate=beta, charge=charge, time=charge.time
         )
@@ -2154,6 +2178,22 @@ def _allowance(conn: sqlite3.Connection, dataset: str, analyst: str) -> PrivacyL
     return None if row is None else _decode(row)
 
 
+def _loss_groups(conn: sqlite3.Connection, dataset: str, *, analyst: str | None) -> list[Any]:
+    """Distinct stored losses on ``dataset`` (of one analyst if given) with their counts.
+
+    Rows ``(loss_type, epsilon, delta, rho, count)``, as SQLite returns them: both
+    accountants' totals (:func:`_spent`, :func:`_zcdp_spent`) read these.
+    """
+    where, args = "dataset = ?", [dataset]
+    if analyst is not None:
+        where, args = where + " AND analyst = ?", [dataset, analyst]
+    return conn.execute(
+        f"SELECT loss_type, epsilon, delta, rho, COUNT(*) FROM charges WHERE {where} "
+        "GROUP BY loss_type, epsilon, delta, rho",
+        args,
+    ).fetchall()
+
+
 def _spent(
     conn: sqlite3.Connection, dataset: str, cap: PrivacyLoss, *, analyst: str | None
 ) -> PrivacyLoss:
@@ -2164,14 +2204,7 @@ def _spent(
     identical losses first, and numerators over one denominator are added as integers, so
     the exact total costs a few integer operations per distinct loss value.
     """
-    where, args = "dataset = ?", [dataset]
-    if analyst is not None:
-        where, args = where + " AND analyst = ?", [dataset, analyst]
-    rows = conn.execute(
-        f"SELECT loss_type, epsilon, delta, rho, COUNT(*) FROM charges WHERE {where} "
-        "GROUP BY loss_type, epsilon, delta, rho",
-        args,
-    ).fetchall()
+    rows = _loss_groups(conn, dataset, analyst=analyst)
     kind, kind_name = type(cap), _encode(cap)[0]
     sums: list[dict[int, int]] = [{} for _ in components(cap)]  # per component: den -> num
     for row in rows:
@@ -2269,6 +2302,13 @@ def _decode_details(text: str) -> Mapping[str, object]:
 
 # -- accountants and sample releases (all run inside a transaction) ------------------------
 
+_SAMPLED_UNDER_ZCDP = (
+    "this dataset spends its budget with the zCDP accountant, which cannot take the charges of "
+    "queries on a Bernoulli sample: they are increments of one amplified total, a guarantee "
+    "only added up (docs/accounting.md); nothing was charged. Query the table without "
+    "sample_rate, or a sampled table of a dataset with accountant='basic'"
+)
+
 _CONSUMED_MESSAGE = (
     "this sample was consumed by a release whose guarantee relies on sampling alone (e.g. safe "
     "k-anonymization, Li–Qardaji–Su §2.6); nothing else may be released from it: draw a fresh "
@@ -2315,14 +2355,7 @@ def _set_accountant(w: _Write, dataset: str, accountant: Accountant, now: str) -
 
 def _zcdp_spent(conn: sqlite3.Connection, dataset: str, *, analyst: str | None) -> ZCDPSpent:
     """Exact ``(Σρᵢ, Σδᵢ)`` of the charges on ``dataset`` (of one analyst if given)."""
-    where, args = "dataset = ?", [dataset]
-    if analyst is not None:
-        where, args = where + " AND analyst = ?", [dataset, analyst]
-    rows = conn.execute(
-        f"SELECT loss_type, epsilon, delta, rho, COUNT(*) FROM charges WHERE {where} "
-        "GROUP BY loss_type, epsilon, delta, rho",
-        args,
-    ).fetchall()
+    rows = _loss_groups(conn, dataset, analyst=analyst)
     rho, delta = Fraction(0), Fraction(0)
     for row in rows:
         one = zcdp_charge(_decode(row))

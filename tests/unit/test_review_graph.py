@@ -1,0 +1,149 @@
+"""Review findings on the graph release path (deniable.graph), each with its negative control.
+
+* Under the zCDP accountant, the early refusal of a graph query asked the wrong question: it
+  added the *converted* (ε, δ) of everything spent to the query's ε, as the basic accountant
+  would, and so refused queries that the ledger's zCDP filter admits.
+* The SQL generator of the graphs must use the compiler's public ``keyed_hash``, not its
+  private ``_Sql`` class.
+"""
+
+from __future__ import annotations
+
+import ast
+import warnings
+from fractions import Fraction
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import deniable.graph.sqlgen as sqlgen_module
+from deniable.accounting.loss import EpsilonDelta, Rho
+from deniable.curator.session import Session
+from deniable.errors import BudgetExceeded, PrivacyWarning
+from deniable.noise.testing import SeededRandom
+
+EDGES = pd.DataFrame({"a": [1, 2, 3, 4, 5], "b": [2, 3, 4, 5, 1]})
+CAP = EpsilonDelta(epsilon=1, delta=Fraction(1, 10**6))
+
+
+def _zcdp_session(tmp_path: Path) -> Session:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)
+        s = Session(
+            budget=CAP,
+            ledger=tmp_path / "ledger.db",
+            source=SeededRandom(5),
+            accountant="zcdp",
+            dataset="d",
+        )
+    s.add_graph("g", EDGES, source_col="a", target_col="b", unit="edge", max_degree=2)
+    return s
+
+
+def _spend_most_of_rho(session: Session) -> Fraction:
+    """Spend 95% of the ρ cap directly in the ledger; return the ρ left.
+
+    The spent ρ then converts to ε ≈ 0.973 of the cap's 1, while the ρ left admits any
+    ε ≤ √(2ρ_left) ≈ 0.0479: an additive check in ε refuses ε = 0.04, the filter admits it.
+    """
+    ledger = session._ledger
+    rho_max = ledger.budget_filter("d").rho_max  # type: ignore[union-attr]
+    ledger.charge("d", Rho(rho=rho_max * 19 / 20), analyst="a", query_key="k", query_text="")
+    return rho_max / 20
+
+
+def test_graph_precheck_follows_the_zcdp_filter(tmp_path: Path) -> None:
+    s = _zcdp_session(tmp_path)
+    try:
+        left = _spend_most_of_rho(s)
+        eps = Fraction(1, 25)
+        assert eps * eps / 2 < left  # the zCDP filter admits ε = 0.04 (ρ = ε²/2) ...
+        spent = s._ledger.spent("d")
+        assert isinstance(spent, EpsilonDelta)
+        assert spent.epsilon + eps > CAP.epsilon  # (adding ε to the spent ε would refuse)
+        assert s._ledger.can_charge("d", EpsilonDelta(epsilon=eps, delta=0))
+        # ... and so must the graph's early refusal (it used to add ε to the converted spent ε)
+        answer = s.graph("g").edge_count(epsilon=eps)
+        assert answer.metadata.charge_id is not None
+    finally:
+        s.close()
+
+
+def test_graph_precheck_still_refuses_what_the_filter_refuses(tmp_path: Path) -> None:
+    # negative control: ε = 0.1 needs ρ = 0.005, more than what is left
+    s = _zcdp_session(tmp_path)
+    try:
+        left = _spend_most_of_rho(s)
+        eps = Fraction(1, 10)
+        assert eps * eps / 2 > left
+        before = len(s._ledger.history("d"))
+        with pytest.raises(BudgetExceeded):
+            s.graph("g").edge_count(epsilon=eps)
+        assert len(s._ledger.history("d")) == before
+    finally:
+        s.close()
+
+
+def test_sqlgen_uses_no_private_name_of_the_compiler() -> None:
+    tree = ast.parse(Path(sqlgen_module.__file__).read_text(encoding="utf-8"))
+    imported = [
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    ]
+    assert not [name for name in imported if name.startswith("_")]
+
+
+def test_graph_objects_given_to_analysts_have_no_public_unnoised_path(tmp_path: Path) -> None:
+    # Session.graph(name) hands the Graph to analysts: every public method must charge and
+    # noise. The exact statistic used to be a public `exact(query, secret)` (no noise, no
+    # charge); like Session._exact for tables it is internal now.
+    from deniable.graph.graph import Graph
+
+    public = {n for n in dir(Graph) if not n.startswith("_")}
+    assert public == {
+        "edge_count",
+        "degree_histogram",
+        "nodes_with_degree_at_least",
+        "triangle_count",
+        "edge_count_by",
+        "run",
+    }
+    s = _zcdp_session(tmp_path)
+    try:
+        g = s.graph("g")
+        assert {n for n in vars(g) if not n.startswith("_")} == {"info"}
+    finally:
+        s.close()
+
+
+def test_node_level_treats_a_nan_id_as_one_node_like_the_engine(tmp_path: Path) -> None:
+    # Float ids with NaN: the engine keeps NaN as a value (NaN = NaN), so NaN is one node at
+    # edge level. The node-level path used to map NaN to pandas' sentinel −1 and raise a
+    # ValueError after the projection, before the charge — a free error whose occurrence
+    # depended on the private edges (whether an edge at NaN was kept).
+    import pyarrow as pa
+
+    from deniable.accounting.loss import Epsilon
+    from deniable.graph import GraphQuery, Kind
+
+    nan = float("nan")
+    table = pa.table({"a": [1.0, 2.0, nan, 3.0, nan], "b": [2.0, 3.0, 1.0, nan, nan]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)
+        s = Session(budget=Epsilon(epsilon=10), ledger=tmp_path / "l.db", source=SeededRandom(1))
+    try:
+        for unit in ("edge", "node"):
+            s.add_graph(f"g_{unit}", table, source_col="a", target_col="b", unit=unit, max_degree=9)
+        q = GraphQuery(Kind.EDGE_COUNT)
+        # 4 edges: {1,2}, {2,3}, {1,NaN}, {3,NaN}; (NaN, NaN) is a self-loop
+        assert s.graph("g_edge")._exact(q, 3).values.tolist() == [4]
+        assert s.graph("g_node")._exact(q, 3).values.tolist() == [4]  # D = 9 keeps all
+        hist = s.graph("g_node")._exact(GraphQuery(Kind.DEGREE_HISTOGRAM), 3).values.tolist()
+        assert hist[:3] == [0, 4, 0]  # every node (NaN included) has degree 2
+        answer = s.graph("g_node").edge_count(epsilon=1)
+        assert answer.metadata.charge_id is not None
+    finally:
+        s.close()
