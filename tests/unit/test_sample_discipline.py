@@ -131,7 +131,6 @@ def test_session_refuses_queries_on_a_consumed_sample(path: Path) -> None:
         s.add_table("sampled", frame, sample_rate=0.5)
         s.add_table("whole", frame)
         query = "SELECT COUNT(*) AS n FROM sampled"
-        s.sql(query, epsilon=0.1)  # answered (and stored) before the sample is consumed
         before = len(s.budget.history)
         with Ledger(path) as other:  # e.g. another process holding the same sample's identity
             other.record_sample_release(
@@ -142,13 +141,33 @@ def test_session_refuses_queries_on_a_consumed_sample(path: Path) -> None:
                 analyst="cur",
                 query_text="safe k-anonymization",
             )
-        for q, eps in ((query, 0.1), ("SELECT COUNT(*) AS m FROM sampled", 0.2)):
+        for q, eps in ((query, 0.1), (query, 0.1), ("SELECT COUNT(*) AS m FROM sampled", 0.2)):
             with pytest.raises(UnsafeQuery, match="consumed"):
-                s.sql(q, epsilon=eps)  # a replay too: nothing leaves from that sample
+                s.sql(q, epsilon=eps)
         assert len(s.budget.history) == before + 1  # only the release was charged
         s.sql("SELECT COUNT(*) AS n FROM whole", epsilon=0.1)  # other tables still answer
         with pytest.raises(InvalidParameter):
             s.sample_id("whole")
+
+
+def test_a_sample_that_answered_queries_cannot_be_consumed(path: Path) -> None:
+    """The other direction of §2.6: a sample that already answered a query may not serve a
+    release whose guarantee comes from sampling alone (the query charges name the sample)."""
+    frame = pd.DataFrame({"x": range(500)})
+    with _session(path) as s:
+        s.add_table("sampled", frame, sample_rate=0.5)
+        s.add_table("fresh", frame, sample_rate=0.5)
+        s.sql("SELECT COUNT(*) AS n FROM sampled", epsilon=0.1)
+        before = len(s.budget.history)
+        with Ledger(path) as other:
+            with pytest.raises(UnsafeQuery, match="already answered queries"):
+                _release(other, s.sample_id("sampled"))
+            assert not other.sample_consumed("d", s.sample_id("sampled"))
+            assert len(s.budget.history) == before  # nothing charged
+            _release(other, s.sample_id("fresh"))  # negative control: an unused sample
+        with pytest.raises(UnsafeQuery, match="consumed"):
+            s.sql("SELECT COUNT(*) AS n FROM fresh", epsilon=0.1)
+        s.sql("SELECT COUNT(*) AS m FROM sampled", epsilon=0.1)  # still its own queries
 
 
 def test_session_without_consumption_keeps_answering_its_sample(path: Path) -> None:

@@ -261,8 +261,8 @@ class Session:
                 )
             )
             binding = engine.sample(binding, rate=rate, identity=identity, source=self._source)
-            self._samples[name] = SampleAccount(rate=rate)
             self._sample_ids[name] = new_sample_id()
+            self._samples[name] = SampleAccount(rate=rate, identity=self._sample_ids[name])
         info = TableInfo(
             name=name,
             columns=columns,

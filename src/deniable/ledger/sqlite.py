@@ -1620,7 +1620,8 @@ class Ledger:
             details: public metadata (recoding levels, k); never data values.
 
         Raises:
-            UnsafeQuery: the sample was already consumed (nothing written).
+            UnsafeQuery: the sample was already consumed, or already answered queries (its
+                charges name it; nothing written).
             BudgetExceeded: ``loss`` does not fit (nothing written).
             UnknownDataset, InvalidParameter, LedgerTampered, LedgerError: as :meth:`charge`.
         """
@@ -1643,6 +1644,8 @@ class Ledger:
             _ensure_extensions(conn)
             if _consumed(conn, dataset, sample):
                 raise UnsafeQuery(_CONSUMED_MESSAGE)
+            if _queried(conn, dataset, sample):
+                raise UnsafeQuery(_QUERIED_MESSAGE)
             charge = self._admit_and_insert(
                 w,
                 dataset=dataset,
@@ -2449,6 +2452,23 @@ def _admit_both(
     _admit(mine, loss, f"analyst {analyst!r}'s allowance on dataset {dataset!r}")
     _admit(budget, loss, f"dataset {dataset!r}")
     return budget
+
+
+_QUERIED_MESSAGE = (
+    "this sample already answered queries, so a release whose guarantee comes from sampling "
+    "alone may not use it (Li–Qardaji–Su §2.6: its sample must answer nothing else); draw a "
+    "fresh sample for it; nothing was charged"
+)
+
+
+def _queried(conn: sqlite3.Connection, dataset: str, sample: str) -> bool:
+    """Whether a query on ``dataset`` was charged on ``sample`` (its details name it)."""
+    row = conn.execute(
+        "SELECT 1 FROM charges WHERE dataset = ? "
+        "AND json_extract(details, '$.sampling.sample') = ? LIMIT 1",
+        (dataset, sample),
+    ).fetchone()
+    return row is not None
 
 
 def _consumed(conn: sqlite3.Connection, dataset: str, sample: str) -> bool:

@@ -164,6 +164,7 @@ def execute(
             details = plan.describe()
             if sample is not None:
                 details["sampling"] = {
+                    **({} if sample.identity is None else {"sample": sample.identity}),
                     "rate": str(sample.rate),
                     "loss_on_sample": loss_to_json(plan.loss),
                     "charged": loss_to_json(cost),

@@ -34,6 +34,8 @@ class SampleAccount:
     Args:
         rate: the sampling rate ``β ∈ (0, 1]`` the sample was drawn with (an upper bound on
             every unit's inclusion probability).
+        identity: an opaque, random name of the sample (never derived from data), recorded
+            with each charge made on it so that a ledger can tell which sample was used.
 
     Examples:
         >>> acc = SampleAccount(rate=Fraction(1, 10))
@@ -47,10 +49,11 @@ class SampleAccount:
         0.494
     """
 
-    __slots__ = ("_charged", "_exclusive", "_lock", "_on_sample", "rate")
+    __slots__ = ("_charged", "_exclusive", "_lock", "_on_sample", "identity", "rate")
 
-    def __init__(self, *, rate: Number) -> None:
+    def __init__(self, *, rate: Number, identity: str | None = None) -> None:
         self.rate = sampling_rate(rate)
+        self.identity = identity
         self._on_sample = _ZERO  # unamplified, composed
         self._charged = _ZERO  # amplified, what was charged
         self._exclusive = False
