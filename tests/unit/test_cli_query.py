@@ -186,3 +186,73 @@ def test_rho_and_epsilon_delta_budgets(people: Path, tmp_path: Path) -> None:
     )  # fmt: skip
     assert approx.exit_code == 0, approx.output
     assert json.loads(approx.stdout)["remaining"]["delta"] == "1/100000"
+
+
+@pytest.fixture(scope="module")
+def friends(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A ring of 30 nodes plus chords: every node has degree 3 or 4."""
+    path = tmp_path_factory.mktemp("graph") / "friends.csv"
+    edges = {(i, (i + 1) % 30) for i in range(30)} | {(i, (i + 7) % 30) for i in range(0, 30, 2)}
+    path.write_text("a,b\n" + "".join(f"{a},{b}\n" for a, b in sorted(edges)))
+    return path
+
+
+@pytest.mark.parametrize("unit", ["edge", "node"])
+def test_a_graph_file_answers_graph_sql(friends: Path, tmp_path: Path, unit: str) -> None:
+    result = run(
+        "SELECT COUNT(*) AS n FROM friends",
+        "--data",
+        friends,
+        "--edges",
+        "a:b",
+        "--unit",
+        unit,
+        "--max-degree",
+        "4",
+        "--epsilon",
+        "2",
+        "--ledger",
+        tmp_path / "g.db",
+        "--budget",
+        "3",
+        "--json",
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    (values,) = doc["rows"]
+    row = dict(zip(doc["columns"], values, strict=True))
+    # 45 edges; the scale is 1/2 (edge) or D/ε = 2 (node): within ±40 w.p. > 1 − 1e-8
+    assert abs(row["n"] - 45) <= 40 and row["n_low"] <= row["n"] <= row["n_high"]
+    assert doc["charged"] == {"type": "epsilon", "epsilon": "2"}
+    with Ledger(tmp_path / "g.db") as ledger:
+        assert len(ledger.history("friends")) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--edges", "a:b", "--max-degree", "4", "--bounds", "a=0:1"], "apply to tables"),
+        (["--edges", "a:b"], "needs --max-degree"),
+        (["--edges", "ab", "--max-degree", "4"], "SRC:DST"),
+        (["--edges", "a:b", "--max-degree", "4", "--unit", "a"], "edge or node"),
+        (["--max-degree", "4"], "give --edges"),
+    ],
+)
+def test_graph_usage_errors_say_what_to_write(friends: Path, args: list[str], says: str) -> None:
+    result = run("SELECT COUNT(*) AS n FROM friends", "--data", friends, *args, "--epsilon", "1")
+    assert result.exit_code == 2 and says in result.output
+
+
+def test_population_answers_from_a_sample(people: Path, tmp_path: Path) -> None:
+    common = ["--data", people, "--unit", "id", "--epsilon", "1", "--json"]
+    result = run(
+        "SELECT COUNT(*) AS n FROM people", *common, "--sample-rate", "0.5", "--population"
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    (values,) = doc["rows"]
+    row = dict(zip(doc["columns"], values, strict=True))
+    assert row["n_low"] <= row["n"] <= row["n_high"]
+    assert row["n_high"] - row["n_low"] > 40  # includes the sampling error of 100 people
+    refused = run("SELECT COUNT(*) AS n FROM people", *common, "--population")
+    assert refused.exit_code == 2 and "--population needs --sample-rate" in refused.output

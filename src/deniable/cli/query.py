@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import tempfile
 from contextlib import ExitStack
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -93,6 +94,33 @@ LOCAL_ANALYST = "curator"
     default=None,
     help="--data: rows per person and group.",
 )
+@click.option(
+    "--edges",
+    metavar="SRC:DST",
+    default=None,
+    help="--data is a graph's edge table with these two end columns (undirected); FROM names "
+    "the graph. --unit is then edge (default) or node; needs --max-degree.",
+)
+@click.option(
+    "--max-degree",
+    type=click.IntRange(min=1),
+    default=None,
+    help="--edges: the public degree bound D (node-level answers truncate to it).",
+)
+@click.option(
+    "--sample-rate",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=None,
+    help="--data: answer from a Bernoulli sample of the privacy units at this rate "
+    "(charged the amplified loss).",
+)
+@click.option(
+    "--population",
+    is_flag=True,
+    default=False,
+    help="--sample-rate: report population-scale counts and sums (÷ rate, intervals that "
+    "include the sampling error) instead of the sample's.",
+)
 @fraction_option("--epsilon", help="ε to spend on this query.")
 @fraction_option("--delta", help="δ to spend (private group keys).")
 @fraction_option("--rho", help="ρ to spend (zCDP budgets).")
@@ -130,6 +158,10 @@ def command(
     keys: tuple[str, ...],
     max_groups: int | None,
     max_rows: int | None,
+    edges: str | None,
+    max_degree: int | None,
+    sample_rate: float | None,
+    population: bool,
     epsilon: Fraction | None,
     delta: Fraction | None,
     rho: Fraction | None,
@@ -148,6 +180,10 @@ def command(
           --bounds age=0:100 --epsilon 1 --ledger people.ledger --budget 3
       deniable query "SELECT COUNT(*) AS n FROM visits" --config service.toml \\
           --dataset visits --as ann --epsilon 0.1
+      deniable query "SELECT degree, COUNT(*) AS n FROM degrees(friends) GROUP BY degree" \\
+          --data friends.csv --edges a:b --unit node --max-degree 50 --epsilon 0.5
+      deniable query "SELECT COUNT(*) AS n FROM people" --data people.csv --unit id \\
+          --sample-rate 0.1 --population --epsilon 1
     """
     loss = make_loss(epsilon=epsilon, delta=delta, rho=rho, what="the query's loss")
     if (data_path is None) == (config_path is None):
@@ -166,6 +202,10 @@ def command(
             "--ledger": ledger_path,
             "--budget": budget,
             "--budget-delta": budget_delta,
+            "--edges": edges,
+            "--max-degree": max_degree,
+            "--sample-rate": sample_rate,
+            "--population": population or None,
         }
         given = [k for k, v in local_only.items() if v is not None]
         if given:
@@ -186,7 +226,7 @@ def command(
             dataset=name,
             analyst=analyst or LOCAL_ANALYST,
             table=table or table_name_of(data_path),
-            unit=unit,
+            unit=None if edges is not None else unit,
             bounds=parse_bounds(bounds),
             keys=parse_keys(keys),
             max_groups=max_groups,
@@ -195,6 +235,9 @@ def command(
             budget=budget,
             budget_delta=budget_delta,
             level=level,
+            graph=_graph_options(edges, unit, max_degree, bounds, keys, max_groups, max_rows),
+            sample_rate=sample_rate,
+            population=population,
         )
     if as_json:
         emit_json(answer_doc(answer, dataset=name, ledger=ledger_shown))
@@ -230,6 +273,53 @@ def _budget(
     return Epsilon(epsilon=budget)
 
 
+@dataclass(frozen=True)
+class GraphOptions:
+    """How ``--data`` is read as a graph (``--edges``): its end columns, unit and bound."""
+
+    source_col: str
+    target_col: str
+    unit: str
+    max_degree: int
+
+
+def _graph_options(
+    edges: str | None,
+    unit: str | None,
+    max_degree: int | None,
+    bounds: tuple[str, ...],
+    keys: tuple[str, ...],
+    max_groups: int | None,
+    max_rows: int | None,
+) -> GraphOptions | None:
+    """The graph reading of ``--data``, or None for a table; usage errors name the option."""
+    if edges is None:
+        if max_degree is not None:
+            raise click.UsageError("--max-degree applies to a graph: give --edges SRC:DST")
+        return None
+    ends = edges.split(":")
+    if len(ends) != 2 or not all(ends):
+        raise click.UsageError("--edges takes the two end columns as SRC:DST, e.g. a:b")
+    table_only = {
+        "--bounds": bounds or None,
+        "--keys": keys or None,
+        "--max-groups": max_groups,
+        "--max-rows": max_rows,
+    }
+    given = [k for k, v in table_only.items() if v is not None]
+    if given:
+        raise click.UsageError(
+            f"{', '.join(given)} apply to tables, not to a graph (--edges): its contributions "
+            "are bounded by --max-degree"
+        )
+    if max_degree is None:
+        raise click.UsageError("--edges needs --max-degree D (the public degree bound)")
+    level = unit or "edge"
+    if level not in ("edge", "node"):
+        raise click.UsageError("with --edges, --unit is edge or node")
+    return GraphOptions(ends[0], ends[1], level, max_degree)
+
+
 def _query_file(
     data_path: Path,
     sql: str,
@@ -247,6 +337,9 @@ def _query_file(
     budget: Fraction | None,
     budget_delta: Fraction | None,
     level: float,
+    graph: GraphOptions | None = None,
+    sample_rate: float | None = None,
+    population: bool = False,
 ) -> tuple[Answer, str | None]:
     """Answer ``sql`` on a local file through a one-off Session; return it and the ledger."""
     from deniable.accounting.loss import Epsilon, EpsilonDelta, Rho
@@ -279,19 +372,36 @@ def _query_file(
         session = stack.enter_context(
             Session(budget=cap, ledger=ledger, dataset=dataset, analyst=analyst)
         )
+        if population and sample_rate is None:
+            raise click.UsageError("--population needs --sample-rate")
         with progress(f"reading {data_path.name}"):
-            session.add_table(
-                table,
-                data_path,
-                privacy_unit=unit,
-                bounds=bounds or None,
-                max_groups=max_groups,
-                max_rows=max_rows,
-                public_keys=keys or None,
-            )
+            if graph is not None:
+                if sample_rate is not None:
+                    raise click.UsageError("--sample-rate applies to tables, not to --edges")
+                session.add_graph(
+                    table,
+                    data_path,
+                    source_col=graph.source_col,
+                    target_col=graph.target_col,
+                    unit=graph.unit,
+                    max_degree=graph.max_degree,
+                )
+            else:
+                session.add_table(
+                    table,
+                    data_path,
+                    privacy_unit=unit,
+                    bounds=bounds or None,
+                    max_groups=max_groups,
+                    max_rows=max_rows,
+                    public_keys=keys or None,
+                    sample_rate=sample_rate,
+                )
         with progress("running the query"):
             eps, delta, rho = loss_parts(loss)
-            answer = session.sql(sql, epsilon=eps, delta=delta, rho=rho, level=level)
+            answer = session.sql(
+                sql, epsilon=eps, delta=delta, rho=rho, level=level, population=population
+            )
         return answer, None if ledger_path is None else str(ledger_path)
     raise AssertionError("unreachable")  # pragma: no cover
 
