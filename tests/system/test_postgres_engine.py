@@ -168,6 +168,31 @@ def test_statements_are_read_only_and_single(server: PostgresServer) -> None:
         engine.close()
 
 
+def test_the_bounded_statement_runs_serially_unless_asked(server: PostgresServer) -> None:
+    """parallel_workers sets max_parallel_workers_per_gather for the statement (default 0:
+    its level-1 aggregation is nearly unique, so a parallel plan only adds work); None keeps
+    the server's setting; anything else is refused before connecting."""
+    ask = "SELECT current_setting('max_parallel_workers_per_gather') AS p"
+    server_default = None
+    for workers, want in ((0, "0"), (3, "3"), (None, server_default)):
+        engine = PostgresEngine(server.dsn(), parallel_workers=workers)
+        try:
+            b = engine.bind("events", PostgresTable("events", schema="shop"), version="v1")
+            got = engine.run(b, ask).column("p").to_pylist()[0]
+            if workers is None:
+                with engine.connection.cursor() as cur:
+                    cur.execute("SHOW max_parallel_workers_per_gather")
+                    row = cur.fetchone()
+                assert row is not None
+                want = row[0]
+            assert got == want
+        finally:
+            engine.close()
+    for bad in (-1, 1.5, True):
+        with pytest.raises(InvalidParameter, match="parallel_workers"):
+            PostgresEngine(server.dsn(), parallel_workers=bad)  # type: ignore[arg-type]
+
+
 def test_statement_timeout_cancels_and_names_no_data(server: PostgresServer) -> None:
     engine = PostgresEngine(server.dsn("reader"), statement_timeout=0.2)
     try:

@@ -88,6 +88,13 @@ class Capabilities:
             NUMERIC quotient would be rounded) and ``p - 2^bits * floor(p * 2^-bits)``, the
             same floor quotient and non-negative remainder for negative sums too. Only read
             with :attr:`wide_packing`.
+        repartition_by_unit: the rows of the level-1 aggregation are hinted to be
+            repartitioned by privacy unit (Spark's ``REPARTITION(__u)`` hint), so that one
+            shuffle serves both the (unit, partition) aggregation and the per-unit partition
+            window; without it Spark shuffles twice (measured at 10⁷ rows on local Spark:
+            2.83× → 2.18× the two-level floor; 3·10⁷: 2.50× → 1.83×). It moves raw rows
+            rather than per-(unit, partition) partial aggregates, which costs more where units
+            have many rows per partition.
         wide_integer: an exact integer type of at least 127 bits whose integer division
             (sqlglot's ``IntDiv``) truncates towards zero and stays exact: ``HUGEINT`` in
             DuckDB (its DECIMAL division is a double), ``DECIMAL(38, 0)`` elsewhere.
@@ -109,6 +116,7 @@ class Capabilities:
     pack_counts: bool = True
     wide_packing: bool = False
     wide_bitwise: bool = True
+    repartition_by_unit: bool = False
 
     def hash(self, value: exp.Expression) -> exp.Expression:
         """The engine's 64-bit hash of ``value`` (see :attr:`hash_function`)."""
@@ -216,6 +224,7 @@ SPARK_CAPABILITIES = Capabilities(
     wide_sum=False,
     try_arithmetic=True,
     pack_counts=False,
+    repartition_by_unit=True,
 )
 """Spark SQL (3.3+): ``xxhash64`` (BIGINT), ``^``, LEFT SEMI JOIN, ``try_*`` arithmetic,
 DECIMAL(38, 0) sums; no NFC normalisation, so text privacy units are refused."""

@@ -179,6 +179,12 @@ class PostgresEngine:
         statement_timeout: seconds one generated statement may run (``SET LOCAL
             statement_timeout``); the query then fails with EngineError and costs nothing.
         connect_timeout: seconds to wait for the connection.
+        parallel_workers: ``max_parallel_workers_per_gather`` for the bounded statement
+            (``SET LOCAL``); None keeps the server's setting. Default 0: its first step groups
+            by (privacy unit, group), which is nearly unique, so a parallel partial
+            aggregation hands the single finalising process about as many rows as the table
+            holds and does the hashing twice (measured on 2 cores at 10⁷ rows: 2.52× → 2.34×
+            the two-level floor, which PostgreSQL itself plans serially).
 
     Raises:
         InvalidParameter: ``dsn`` is not a PostgreSQL URL, or a timeout is not positive.
@@ -193,6 +199,7 @@ class PostgresEngine:
         *,
         statement_timeout: float = DEFAULT_STATEMENT_TIMEOUT,
         connect_timeout: float = 10.0,
+        parallel_workers: int | None = 0,
     ) -> None:
         if not is_postgres_url(dsn):
             raise InvalidParameter("dsn must be a URL starting with postgresql://")
@@ -207,6 +214,13 @@ class PostgresEngine:
         self._dsn = dsn
         self._where = _describe(dsn)
         self._timeout_ms = max(1, round(statement_timeout * 1000))
+        if parallel_workers is not None and (
+            isinstance(parallel_workers, bool)
+            or not isinstance(parallel_workers, int)
+            or parallel_workers < 0
+        ):
+            raise InvalidParameter("parallel_workers must be None or an integer ≥ 0")
+        self._parallel_workers = parallel_workers
         failure: str | None = None
         try:
             self._con = psycopg.connect(
@@ -399,6 +413,12 @@ class PostgresEngine:
         _require_select(sql)
 
         def work(cur: psycopg.Cursor[Any]) -> pa.Table:
+            if self._parallel_workers is not None:
+                cur.execute(
+                    pgsql.SQL("SET LOCAL max_parallel_workers_per_gather = {}").format(
+                        pgsql.Literal(self._parallel_workers)
+                    )
+                )
             cur.execute(sql, binary=True, prepare=False)
             names = [d.name for d in cur.description or ()]
             oids = [d.type_code for d in cur.description or ()]

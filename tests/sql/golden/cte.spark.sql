@@ -4,7 +4,7 @@ WITH __l1 AS (
     __k0,
     count(*) AS __n
   FROM (
-    SELECT
+    SELECT /*+ repartition(__u) */
       __t.`uid` AS __u,
       __t.`g` AS __k0
     FROM `__deniable_0` AS __t

@@ -9,7 +9,7 @@ WITH __l1 AS (
       4611686018427387903
     ) AS BIGINT) AS __s0
   FROM (
-    SELECT
+    SELECT /*+ repartition(__u) */
       __t.`uid` AS __u,
       __t.`g` AS __k0,
       CAST(round(

@@ -5,7 +5,7 @@ WITH __l1 AS (
     count(*) AS __n,
     count(__v0) AS __c0
   FROM (
-    SELECT
+    SELECT /*+ repartition(__u) */
       __t.`uid` AS __u,
       __t.`g` AS __k0,
       (

@@ -1078,11 +1078,17 @@ def compile_plan(
         # Histograms and distinct counts are read from the rows re-read in step 4: their
         # per-row values are not computed here.
         l1_values = [a for _, a, _ in level1_spec] if histograms else None
+        l1_rows = rows_query(l1_values)
+        if cap_partitions and caps.repartition_by_unit:
+            # one shuffle of the rows by unit serves both the (unit, partition) aggregation
+            # and the per-unit window of step 3 (else: one shuffle for each)
+            by_unit = exp.Anonymous(this="REPARTITION", expressions=[_ref("__u")])
+            l1_rows.set("hint", exp.Hint(expressions=[by_unit]))
         cte(
             "__l1",
             _select(
                 [*_refs(group_uk), *level1()],
-                _subquery(rows_query(l1_values), "__r"),
+                _subquery(l1_rows, "__r"),
                 group=_refs(group_uk),
             ),
         )
