@@ -41,7 +41,6 @@ from deniable.accounting.loss import Epsilon
 from deniable.curator.session import Session
 from deniable.mechanisms.release import laplace_half_width
 from deniable.query.answer import Answer
-from deniable.query.execute import execute
 from deniable.query.program import QueryProgram
 from deniable.sampling.population import total_interval
 
@@ -92,19 +91,7 @@ def truth() -> pd.DataFrame:
 
 
 def _ask(s: Session, program: QueryProgram, *, population: bool) -> Answer:
-    # Session.sql(..., population=True) forwards exactly these arguments.
-    name = program.table.name
-    return execute(
-        program,
-        s._engines[name],
-        s._ledger,
-        dataset="default",
-        analyst="analyst",
-        binding=s._bindings[name],
-        sample=s._samples.get(name),
-        joined=s._joined(program.plan),
-        population=population,
-    )
+    return s.execute(program, population=population)
 
 
 @pytest.fixture(scope="module")

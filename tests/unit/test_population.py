@@ -19,7 +19,6 @@ from deniable.curator.session import Session
 from deniable.errors import InvalidParameter
 from deniable.noise.testing import SeededRandom
 from deniable.query.answer import Answer
-from deniable.query.execute import execute
 from deniable.sampling.population import (
     sampling_radius,
     scale_total,
@@ -132,21 +131,7 @@ def _session(
 
 
 def _ask(s: Session, query: str, *, population: bool, **options: object) -> Answer:
-    # What Session.sql(query, population=...) forwards.
-    program = s.compile(query, **options)  # type: ignore[arg-type]
-    name = program.table.name
-    return execute(
-        program,
-        s._engines[name],
-        s._ledger,
-        dataset="default",
-        analyst="analyst",
-        binding=s._bindings[name],
-        source=s._source,
-        sample=s._samples.get(name),
-        joined=s._joined(program.plan),
-        population=population,
-    )
+    return s.execute(s.compile(query, **options), population=population)  # type: ignore[arg-type]
 
 
 def test_values_are_the_sample_values_over_beta(tmp_path: Path) -> None:
