@@ -114,6 +114,15 @@ class BudgetFilter:
         )
         return from_components(self._kind, left)
 
+    def remaining_for(self, loss: PrivacyLoss) -> PrivacyLoss:
+        """What is left to report to a refused ``loss``: :attr:`remaining` (the cap's kind).
+
+        The same question the zCDP filter answers in the kind of ``loss``, so that callers
+        need not ask which filter they hold.
+        """
+        del loss
+        return self.remaining
+
     @property
     def history(self) -> tuple[PrivacyLoss, ...]:
         """The charges accepted by this filter object, as they were given, in order."""

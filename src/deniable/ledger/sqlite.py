@@ -2439,10 +2439,7 @@ def _admit_both(
     # component-wise minimum of the two remainders.
     mine = _filter(conn, dataset, allowance, accountant, analyst=analyst)
     if not (budget.can_charge(loss) and mine.can_charge(loss)):
-        if isinstance(budget, ZCDPFilter) and isinstance(mine, ZCDPFilter):
-            left: PrivacyLoss = _meet(budget.remaining_for(loss), mine.remaining_for(loss))
-        else:
-            left = _meet(budget.remaining, mine.remaining)
+        left = _meet(budget.remaining_for(loss), mine.remaining_for(loss))
         raise BudgetExceeded(
             f"{loss!r} does not fit the budget of dataset {dataset!r} for analyst "
             f"{analyst!r}: {left!r} is left",

@@ -33,7 +33,6 @@ import pandas as pd
 
 from deniable.accounting.conversions import convert
 from deniable.accounting.loss import EpsilonDelta, PrivacyLoss
-from deniable.accounting.renyi import ZCDPFilter
 from deniable.engines.base import Engine, TableBinding
 from deniable.errors import BudgetExceeded, InternalError, InvalidParameter
 from deniable.ledger import Ledger
@@ -248,8 +247,7 @@ def _precheck_budget(ledger: Ledger, dataset: str, loss: PrivacyLoss) -> None:
     # A cheap early refusal before the engine runs; the ledger re-checks atomically.
     budget = ledger.budget_filter(dataset)
     if not budget.can_charge(loss):
-        # under the zCDP accountant: what is left, in the kind of this query's loss
-        left = budget.remaining_for(loss) if isinstance(budget, ZCDPFilter) else budget.remaining
+        left = budget.remaining_for(loss)  # under zCDP: in the kind of this query's loss
         raise BudgetExceeded(
             f"this query costs {show_loss(loss)} but only {show_loss(left)} is left of "
             f"the budget of dataset {dataset!r}; nothing was spent",
