@@ -168,7 +168,6 @@ class Session:
         self._opened: dict[str, Engine] = {}  # PostgreSQL engines the session opened, by URL
         self._statement_timeout = statement_timeout
         self._samples: dict[str, SampleAccount] = {}
-        self._sample_ids: dict[str, str] = {}  # opaque identity of each table's sample
         self._zcdp = False
         self._graphs: dict[str, Graph] = {}
         try:
@@ -261,8 +260,7 @@ class Session:
                 )
             )
             binding = engine.sample(binding, rate=rate, identity=identity, source=self._source)
-            self._sample_ids[name] = new_sample_id()
-            self._samples[name] = SampleAccount(rate=rate, identity=self._sample_ids[name])
+            self._samples[name] = SampleAccount(rate=rate, identity=new_sample_id())
         info = TableInfo(
             name=name,
             columns=columns,
@@ -540,7 +538,8 @@ class Session:
         Raises:
             InvalidParameter: the table was not registered with ``sample_rate``.
         """
-        sample_id = self._sample_ids.get(name) if isinstance(name, str) else None
+        account = self._samples.get(name) if isinstance(name, str) else None
+        sample_id = None if account is None else account.identity
         if sample_id is None:
             raise InvalidParameter(f"table {name!r} is not a sampled table (sample_rate=)")
         return sample_id
@@ -758,7 +757,8 @@ class Session:
                 f"this program was compiled against another registration of table {name!r}; "
                 "compile it again"
             )
-        sample_id = self._sample_ids.get(name)
+        account = self._samples.get(name)
+        sample_id = None if account is None else account.identity
         if sample_id is not None and self._ledger.sample_consumed(self._dataset, sample_id):
             # Li–Qardaji–Su §2.6: a sample consumed by a sampling-based release answers
             # nothing else (refused before any charge, replays included).
