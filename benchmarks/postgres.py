@@ -138,15 +138,20 @@ def measure(dsn: str, n: int, repeat: int, tmp: Path) -> dict[str, float]:
     from deniable.query.testing import exact_aggregates
 
     _load(dsn, n)
-    session = Session(budget=Epsilon(epsilon=10**6), ledger=tmp / f"ledger_{n}.db")
-    session.add_table(
-        "events",
-        dsn,
-        table="public.events",
-        public_keys={"category": list(range(50))},
-        version=f"bench-{n}",
-        **POLICY,
-    )
+
+    def events_session(ledger: Path) -> Session:
+        s = Session(budget=Epsilon(epsilon=10**6), ledger=ledger)
+        s.add_table(
+            "events",
+            dsn,
+            table="public.events",
+            public_keys={"category": list(range(50))},
+            version=f"bench-{n}",
+            **POLICY,
+        )
+        return s
+
+    session = events_session(tmp / f"ledger_{n}.db")
     engine = session._engines["events"]
     binding = session._bindings["events"]
     forms: dict[str, str] = {}
@@ -168,22 +173,14 @@ def measure(dsn: str, n: int, repeat: int, tmp: Path) -> dict[str, float]:
     # The declared form again with the server's parallelism (the engine's default turns it
     # off for the bounded statement): PostgreSQL plans a parallel partial aggregation there,
     # which barely reduces the nearly unique (user, category) pairs.
-    serial_session = Session(budget=Epsilon(epsilon=10**6), ledger=tmp / f"serial_{n}.db")
-    serial_session.add_table(
-        "events",
-        dsn,
-        table="public.events",
-        public_keys={"category": list(range(50))},
-        version=f"bench-{n}",
-        **POLICY,
-    )
+    parallel_session = events_session(tmp / f"parallel_{n}.db")
     from deniable.engines.postgres import PostgresEngine
 
-    serial = serial_session._engines["events"]
-    assert isinstance(serial, PostgresEngine)
-    serial._parallel_workers = None  # the server's max_parallel_workers_per_gather
+    parallel = parallel_session._engines["events"]
+    assert isinstance(parallel, PostgresEngine)
+    parallel._parallel_workers = None  # the server's max_parallel_workers_per_gather
     declared = "wide packing" if POSTGRES_CAPABILITIES.wide_packing else "narrow packing"
-    serial_run = _runner(serial, serial_session._bindings["events"], forms[declared])
+    parallel_run = _runner(parallel, parallel_session._bindings["events"], forms[declared])
     floor = psycopg.connect(dsn, autocommit=True)
 
     def dp(i: int) -> None:
@@ -193,7 +190,7 @@ def measure(dsn: str, n: int, repeat: int, tmp: Path) -> dict[str, float]:
     runs = {
         "two-level (non-private)": lambda i: floor.execute(TWO_LEVEL).fetchall(),
         **{f"dp engine, {name}": _runner(engine, binding, sql) for name, sql in forms.items()},
-        f"dp engine, {declared}, parallel level 1": serial_run,
+        f"dp engine, {declared}, parallel level 1": parallel_run,
         "dp": dp,
     }
     times: dict[str, list[float]] = {k: [] for k in runs}
@@ -206,7 +203,7 @@ def measure(dsn: str, n: int, repeat: int, tmp: Path) -> dict[str, float]:
             times[name].append(time.perf_counter() - t0)
     floor.close()
     session.close()
-    serial_session.close()
+    parallel_session.close()
     return {k: min(v) for k, v in times.items()}
 
 
