@@ -4,8 +4,9 @@
    (adjacency matrix, numpy) on Erdős–Rényi and power-law random graphs: edge level for all
    five queries (triangles with ``D`` at least the maximum degree, so the truncation keeps
    every edge), node level with ``D`` at least the maximum degree (the projection then
-   keeps every edge, so the answers are unbiased for the true graph), and node level with a
-   small ``D`` (the projection's count is at most the truth, and every degree at most D).
+   keeps every edge and the triangle program's value is the triangle count, so the answers
+   are unbiased for the true graph), and node level with a small ``D`` (the projection's
+   count and the triangle program's value are at most the truth, degrees at most D).
 2. Coverage: ``R = 20,000`` releases of each statistic, drawn by the release path's own
    noise function (``Graph._noise``) and read with the interval the answer reports
    (``Release.interval(0.95)``), must miss the true value in at most ``k*`` of the ``R·size``
@@ -14,10 +15,10 @@
    smaller than that binomial; the cells of a histogram are independent). Four coverage
    checks: false-failure probability below 4e-7 < 1e-6. Negative control: the same check
    with intervals of half the width must fail.
-3. End-to-end answers (``Graph.edge_count``, ``.degree_histogram``, ``.edge_count_by`` at
-   both levels, with D at least the maximum degree) cover the truth by their own intervals
-   at level ``1 − 1e-9``: fewer than 300 cells (checked), so false failure ≤ 3e-7; with the
-   four coverage checks, ≤ 7e-7 < 1e-6.
+3. End-to-end answers (``Graph.edge_count``, ``.degree_histogram``, ``.edge_count_by``,
+   ``.triangle_count`` at both levels, with D at least the maximum degree) cover the truth
+   by their own intervals at level ``1 − 1e-9``: fewer than 300 cells (checked), so false
+   failure ≤ 3e-7; with the four coverage checks, ≤ 7e-7 < 1e-6.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from scipy.stats import binom
 
 from deniable.accounting.loss import Epsilon
 from deniable.curator.session import Session
-from deniable.errors import PrivacyWarning, UnsafeQuery
+from deniable.errors import PrivacyWarning
 from deniable.graph import Graph, GraphQuery, Kind
 from deniable.graph.queries import sensitivity
 from deniable.noise.testing import SeededRandom
@@ -151,11 +152,6 @@ def test_exact_statistics_match_the_reference(
     setup: dict[str, object], graph: str, unit: str, q: GraphQuery
 ) -> None:
     g = _graph(setup, f"{graph}_{unit}")
-    if unit == "node" and q.kind is Kind.TRIANGLES:
-        # refused before anything runs or is charged (no projection bounds triangles)
-        with pytest.raises(UnsafeQuery, match="triangle counts are refused at node level"):
-            sensitivity(q, g.info.unit, g.info.max_degree)
-        return
     keys = GROUPS if q.kind is Kind.EDGE_ENDS_BY else None
     got = g._exact(q, 424242, keys).values
     ref = setup[graph]
@@ -176,6 +172,14 @@ def test_small_bound_projection_undercounts_and_bounds_degrees(
     assert len(hist) == 3 and int((hist * np.arange(1, 4)).sum()) == 2 * count
     if graph == "pl":
         assert count < ref["edges"]  # some truncation happened (hubs above D = 3)
+    # node-level triangles with D = 3: each node carries at most Δ = 3 triangles' weight and
+    # each triangle weighs on three nodes, so the program's value is at most the truth and
+    # at most Δ/3 = 1 per node of degree ≥ 2
+    tri = int(g._exact(GraphQuery(Kind.TRIANGLES), 7).values[0])
+    assert 0 <= tri <= ref["triangles"]
+    assert tri <= int((np.asarray(ref["deg"]) > 1).sum())
+    if graph == "pl":
+        assert tri < ref["triangles"]
 
 
 def _misses(g: Graph, q: GraphQuery, truth: np.ndarray, *, width: float = 1.0) -> int:
@@ -229,6 +233,7 @@ def test_end_to_end_answers_cover_the_truth(setup: dict[str, object]) -> None:
                 "edges",
                 GraphQuery(Kind.EDGE_ENDS_BY, attribute="g"),
             ),
+            (g.triangle_count(epsilon=0.5, level=level), "triangles", GraphQuery(Kind.TRIANGLES)),
         ]
         for answer, col, q in answers:
             truth = _truth(ref, q, d)

@@ -9,19 +9,24 @@ release path uses (``Graph._noise``: discrete Laplace with the sensitivity of
 log-likelihood-ratio statistic ``T = (ε/Δ)·Σ(|y − c| − |y − c'|)`` (post-processing: ε-DP
 bounds every event on it, and threshold events on ``T`` are the most revealing).
 :func:`deniable.audit.estimate_epsilon` gives a lower confidence bound at ``alpha = 1e-7``;
-the test fails when it exceeds the claimed ε. Nine honest estimates run in this module, so
-the false-failure probability is below 9e-7 < 1e-6.
+the test fails when it exceeds the claimed ε. Eleven honest estimates run in this module, at
+``alpha = 5e-8``, so the false-failure probability is below 5.5e-7 < 1e-6.
 
 Scenarios: (1) edge level, the edge ``x–y`` of a gadget (``x`` and ``y`` of degree ``D``
 with ``D − 1`` common neighbours) removed from a sparse random graph: edge count, degree
 histogram, triangles of the mutual top-D truncation, edge ends per attribute; (2) node
 level, one node added with exactly D edges to nodes of degree D − 1 (all kept); (3) node level, the hub
-counterexample — a hub adjacent to 40 nodes of degree D + 1 (each has D other edges).
+counterexample — a hub adjacent to 40 nodes of degree D + 1 (each has D other edges); (4)
+node-level triangle counts (the linear program of ``deniable.graph.lipschitz``): a hub
+joined to both ends of 40 disjoint edges (40 new triangles through one node), and a hub
+joined to every node of 12 disjoint cliques ``K_{D+1}`` (whose nodes already carry the
+``Δ = D(D − 1)/2`` triangles each that the program allows).
 
 Negative controls, run through the same check and required to be refuted: (a) naive degree
 truncation (keep an edge iff both ends have degree ≤ D) with the node-level sensitivity D,
 on the hub counterexample (its edge count moves by 40·D); (b) half the noise on the
-edge-level edge count (twice the ε).
+edge-level edge count (twice the ε); (c) triangles of the naive truncation with the
+node-level triangle sensitivity, on the clique hub (every clique is dropped).
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from deniable.audit import estimate_epsilon
 from deniable.curator.session import Session
 from deniable.errors import PrivacyWarning
 from deniable.graph import Graph, GraphQuery, Kind
-from deniable.graph.projection import naive_truncation
+from deniable.graph.projection import naive_truncation, triangle_count
 from deniable.graph.queries import sensitivity
 from deniable.mechanisms import geometric
 from deniable.noise.testing import SeededRandom
@@ -48,7 +53,7 @@ pytestmark = pytest.mark.stats
 
 N = 200_000
 EPS = Fraction(1)
-ALPHA = 1e-7
+ALPHA = 5e-8
 D = 4
 SECRET = 987654321
 HUB_M = 40
@@ -73,6 +78,28 @@ def _hub(with_hub: bool) -> pd.DataFrame:
         for _ in range(D):
             rows.append((i, leaf))
             leaf += 1
+    return pd.DataFrame(rows, columns=["a", "b"])
+
+
+CLIQUES = 12
+
+
+def _triangle_hub(with_hub: bool) -> pd.DataFrame:
+    """A hub joined to both ends of HUB_M disjoint edges: HUB_M triangles through the hub."""
+    rows = [(2 * i, 2 * i + 1) for i in range(HUB_M)]
+    if with_hub:
+        rows += [(-1, v) for v in range(2 * HUB_M)]
+    return pd.DataFrame(rows, columns=["a", "b"])
+
+
+def _clique_hub(with_hub: bool) -> pd.DataFrame:
+    """CLIQUES disjoint K_{D+1} (each node in Δ triangles) and a hub joined to every node."""
+    rows = []
+    for c in range(CLIQUES):
+        members = [100 + 10 * c + i for i in range(D + 1)]
+        rows += [(x, y) for i, x in enumerate(members) for y in members[i + 1 :]]
+        if with_hub:
+            rows += [(-1, x) for x in members]
     return pd.DataFrame(rows, columns=["a", "b"])
 
 
@@ -107,6 +134,10 @@ def graphs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Graph
         "node_g2": with_node,
         "hub_g": _hub(False),
         "hub_g2": _hub(True),
+        "tri_g": _triangle_hub(False),
+        "tri_g2": _triangle_hub(True),
+        "clique_g": _clique_hub(False),
+        "clique_g2": _clique_hub(True),
     }
     out = {}
     for name, frame in frames.items():
@@ -140,7 +171,7 @@ def _llr(x: np.ndarray, c: np.ndarray, c2: np.ndarray, delta: int, seed: int, fa
 
 
 def _estimate(c: np.ndarray, c2: np.ndarray, delta: int, seed: int, noise_factor: int = 1) -> float:
-    """Lower confidence bound (alpha = 1e-7) on the ε shown by releases of c and of c2."""
+    """Lower confidence bound (alpha = ALPHA) on the ε shown by releases of c and of c2."""
     a = _llr(c, c, c2, delta, seed, noise_factor)
     b = _llr(c2, c, c2, delta, seed + 1, noise_factor)
     return estimate_epsilon(a, b, alpha=ALPHA).lower
@@ -190,6 +221,33 @@ def test_node_level_hub_counterexample(graphs: dict[str, Graph]) -> None:
     assert np.abs(n - n2).sum() <= D
     lower = _estimate(n, n2, D, 40)
     assert lower <= EPS, f"empirical ε lower bound {lower:.3f} > {EPS}"
+
+
+@pytest.mark.parametrize(("name", "least", "seed"), [("tri", 6, 70), ("clique", 1, 80)])
+def test_node_level_triangles_of_a_hub(
+    graphs: dict[str, Graph], name: str, least: int, seed: int
+) -> None:
+    q = GraphQuery(Kind.TRIANGLES)
+    c, c2 = _statistic(graphs[f"{name}_g"], q), _statistic(graphs[f"{name}_g2"], q)
+    delta = sensitivity(q, "node", D)
+    # "tri": the hub adds Δ = D(D − 1)/2 = 6 of the program's triangles (the bound is nearly
+    # reached); "clique": the program trades clique triangles for the hub's, a small change
+    assert least <= np.abs(c - c2).sum() <= delta
+    lower = _estimate(c, c2, delta, seed)
+    assert lower <= EPS, f"empirical ε lower bound {lower:.3f} > {EPS}"
+
+
+def test_control_naive_truncation_triangles_are_refuted() -> None:
+    def naive_triangles(frame: pd.DataFrame) -> np.ndarray:
+        u, w = frame.a.to_numpy(), frame.b.to_numpy()
+        codes, _ = pd.factorize(np.concatenate([u, w]), sort=True)
+        kept = naive_truncation(codes[: len(u)], codes[len(u) :], D)
+        return np.array([triangle_count(u[kept], w[kept])])
+
+    c, c2 = naive_triangles(_clique_hub(False)), naive_triangles(_clique_hub(True))
+    assert int(c[0] - c2[0]) == CLIQUES * 10  # every clique's triangles are dropped
+    lower = _estimate(c, c2, sensitivity(GraphQuery(Kind.TRIANGLES), "node", D), 90)
+    assert lower > EPS, f"naive truncation not caught: lower bound {lower:.3f}"
 
 
 def test_control_naive_truncation_on_the_hub_is_refuted() -> None:

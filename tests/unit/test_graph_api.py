@@ -190,6 +190,12 @@ def test_sql_forms(session: Session) -> None:
     assert len(t) == 1
     tri = session.sql("SELECT COUNT(*) AS t FROM triangles(g_edge)", epsilon=0.1)
     assert tri.columns == ["t", "t_low", "t_high"]
+    # node level: the program's value (triangles 1-2-3 and 1-3-4 share the nodes 1 and 3,
+    # each allowed Δ = 1 triangle with D = 2), noised with Δ + 1 = 2
+    node_tri = session.sql("SELECT COUNT(*) AS t FROM triangles(g_node)", epsilon=0.1)
+    assert "sensitivity 2" in node_tri.metadata.mechanisms["t"]
+    assert any("Lipschitz extension" in p for p in node_tri.metadata.row_policies)
+    assert session.graph("g_node")._exact(GraphQuery(Kind.TRIANGLES), 3).values.tolist() == [1]
     by = session.sql(
         "SELECT n.city, COUNT(*) AS e FROM g_node e JOIN people n ON n.id IN (e.a, e.b) "
         "GROUP BY n.city",
@@ -213,7 +219,6 @@ def test_sql_forms(session: Session) -> None:
         ("SELECT COUNT(*) FROM g_node WHERE a > 1", "WHERE on a graph"),
         ("SELECT SUM(a) FROM g_node", "exactly one COUNT"),
         ("SELECT COUNT(*) FROM g_node ORDER BY 1", "ORDER BY"),
-        ("SELECT COUNT(*) FROM triangles(g_node)", "refused at node level"),
         ("SELECT COUNT(*) FROM degrees(g_node) WHERE degree > 1", "degree >= d"),
         ("SELECT COUNT(*) FROM degrees(g_node) WHERE degree >= 9", "d ≤ 2"),
         ("SELECT COUNT(*) FROM neighbours(g_node)", "not a graph function"),
@@ -255,8 +260,6 @@ def test_sql_that_does_not_parse_or_names_no_graph(session: Session) -> None:
 
 def test_node_level_refusals(session: Session) -> None:
     g = session.graph("g_node")
-    with pytest.raises(UnsafeQuery, match="unit='edge'"):
-        g.triangle_count(epsilon=1)
     with pytest.raises(InvalidParameter, match="d ≤ 2"):
         g.nodes_with_degree_at_least(3, epsilon=1)
     with pytest.raises(InvalidParameter, match="not an attribute"):

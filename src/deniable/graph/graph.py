@@ -37,7 +37,7 @@ from sqlglot import exp
 from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
 from deniable.engines.base import Engine, TableBinding
 from deniable.errors import BudgetExceeded, InvalidParameter
-from deniable.graph import sqlgen
+from deniable.graph import lipschitz, sqlgen
 from deniable.graph.projection import edge_addition_projection
 from deniable.graph.queries import (
     GraphQuery,
@@ -183,10 +183,10 @@ class Graph:
         level: float = 0.95,
         analyst: str | None = None,
     ) -> Answer:
-        """Triangles of the mutual top-D truncation, Δ = max(2(D − 1), 1); edge level only.
+        """Triangle count. Edge level: of the mutual top-D truncation, Δ = max(2(D − 1), 1).
 
-        Raises:
-            UnsafeQuery: at node level (no sound sensitivity; nothing is spent).
+        Node level: the linear-program Lipschitz extension of :mod:`deniable.graph.lipschitz`
+        (exact when every node lies in at most D(D − 1)/2 triangles), Δ = D(D − 1)/2 + 1.
         """
         q = GraphQuery(Kind.TRIANGLES, value_name="triangles")
         return self.run(q, epsilon=epsilon, rho=rho, level=level, analyst=analyst)
@@ -228,10 +228,11 @@ class Graph:
 
         Raises:
             InvalidParameter: malformed options (nothing was spent).
-            UnsafeQuery: the query has no sound sensitivity at this privacy level.
             BudgetExceeded: the cost does not fit what is left (nothing was spent).
             EngineError: the engine failed (nothing was spent).
             LedgerError: the ledger could not record the charge (nothing was released).
+            InternalError: a node-level triangle count's program could not be certified
+                (nothing was spent; :mod:`deniable.graph.lipschitz`).
         """
         info = self.info
         if delta not in (None, 0):
@@ -313,6 +314,15 @@ class Graph:
         info = self.info
         caps = self._engine.capabilities
         d = info.max_degree
+        if query.kind is Kind.TRIANGLES:  # no projection: deniable.graph.lipschitz
+            cap = lipschitz.triangle_cap(d)
+            tree = sqlgen.triangle_structure(
+                self._edges.name, info.source_col, info.target_col, cap
+            )
+            table = self._run(tree)
+            rows = zip(*(table.column(i).to_pylist() for i in range(4)), strict=True)
+            value = lipschitz.statistic((((h1, h2, h3), n) for h1, h2, h3, n in rows), cap)
+            return Exact([None], np.array([value], dtype=np.int64))
         tree = sqlgen.ordered_edges(
             caps, self._edges.name, info.source_col, info.target_col, secret
         )

@@ -66,7 +66,9 @@ What the projection does *not* bound: the edge sets themselves. One node can sta
 alternating decisions along a path (with ``D = 1`` the projection is the greedy matching in
 the stable order; adding a pendant edge at the start of a path flips every edge of it), so
 statistics that depend on *which* edges survive — triangle counts, counts grouped by the
-attribute of one chosen end — have no bound from ``D``; deniable refuses them at node level.
+attribute of one chosen end — have no bound from ``D``. At node level deniable counts
+triangles without any projection, by a linear-program Lipschitz extension
+(:mod:`deniable.graph.lipschitz`), and refuses the one-end groupings.
 
 Why not naive truncation: keeping an edge iff both ends have degree ``≤ D`` (or mutual
 top-``D`` at node level) is unstable: removing a hub lowers the degree of all its

@@ -6,7 +6,8 @@ pair ``{a, b}``: every row of the edge table naming that pair, in either orienta
 ``source_col`` *or* ``target_col`` is that node, and its row of the node table.
 
 L1 sensitivities (``D`` = the declared ``max_degree``; proofs in
-:mod:`deniable.graph.projection`):
+:mod:`deniable.graph.projection`, and for node-level triangles in
+:mod:`deniable.graph.lipschitz`):
 
 =============================  ==========================  ==================================
 query                          edge level                  node level (θ-projection, θ = D)
@@ -14,8 +15,8 @@ query                          edge level                  node level (θ-projec
 edge count                     1 (no truncation)           D
 degree histogram, buckets 1..D 4 (degrees clamped to D)    2D + 1 (projected degrees)
 nodes with degree ≥ d          2 (true degrees)            D + 1 (projected degrees)
-triangle count                 max(2(D − 1), 1), mutual    refused: no bound from D
-                               top-D truncation
+triangle count                 max(2(D − 1), 1), mutual    D(D − 1)/2 + 1 (no projection: a
+                               top-D truncation            linear-program Lipschitz extension)
 edge ends per node attribute   2 (no truncation)           2D (projected degrees)
 =============================  ==========================  ==================================
 
@@ -29,7 +30,8 @@ import enum
 from dataclasses import dataclass
 from typing import Literal
 
-from deniable.errors import InvalidParameter, UnsafeQuery
+from deniable.errors import InvalidParameter
+from deniable.graph import lipschitz
 
 Unit = Literal["edge", "node"]
 UNITS: tuple[Unit, ...] = ("edge", "node")
@@ -90,7 +92,6 @@ def sensitivity(query: GraphQuery, unit: Unit, max_degree: int) -> int:
     """The L1 sensitivity of ``query`` at privacy level ``unit`` (table in the module docstring).
 
     Raises:
-        UnsafeQuery: a triangle count at node level (no bound follows from ``max_degree``).
         InvalidParameter: a threshold outside ``1..`` (or above ``D`` at node level).
 
     Examples:
@@ -118,13 +119,7 @@ def sensitivity(query: GraphQuery, unit: Unit, max_degree: int) -> int:
             Kind.EDGE_ENDS_BY: 2,
         }[kind]
     if kind is Kind.TRIANGLES:
-        raise UnsafeQuery(
-            "triangle counts are refused at node level: no degree bounding with a proof "
-            "bounds how far one node moves the triangles of the truncated graph (the "
-            "projection's kept edges can change along a whole path); register the graph "
-            "with unit='edge' for triangle counts, or ask for edge counts, degree "
-            "histograms or degree thresholds at node level"
-        )
+        return lipschitz.sensitivity(d)
     return {
         Kind.EDGE_COUNT: d,
         Kind.DEGREE_HISTOGRAM: 2 * d + 1,
@@ -163,7 +158,17 @@ def policies(
             f"(every row whose {source} or {target} is that node)"
         )
     kind = query.kind
-    if unit == "node":
+    if unit == "node" and kind is Kind.TRIANGLES:
+        cap = lipschitz.triangle_cap(d)
+        out.append(
+            f"node-level triangles (Lipschitz extension, Kasiviswanathan et al. 2013): no "
+            f"edge is dropped; the count is the value of a linear program that weights each "
+            f"triangle in [0, 1] so that no node carries more than {cap} = {d}·{d - 1}/2 "
+            f"triangles, rounded down within 3/2 of it; it equals the triangle count when "
+            f"every node lies in at most {cap} triangles (always when degrees are at most "
+            f"{d}) and is lower where nodes carry more"
+        )
+    elif unit == "node":
         out.append(
             f"degree bounding (node level): edge-addition projection (Day, Li & Lyu 2016) — "
             f"edges are visited in a keyed-hash order with a fresh secret per query, and an "

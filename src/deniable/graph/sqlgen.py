@@ -169,23 +169,12 @@ def triangles_mutual_top_d(
         .having(exp.LTE(this=exp.Max(this=_col("r")), expression=_int(max_degree)))
     )
     e1, e2, e3 = "__k1", "__k2", "__k3"
-    q = (
-        exp.select(_alias(_count(), "n"))
-        .from_(_table(KEPT, e1))
-        .join(
-            _table(KEPT, e2),
-            on=exp.and_(
-                exp.EQ(this=_col("u", e1), expression=_col("u", e2)),
-                exp.LT(this=_col("w", e1), expression=_col("w", e2)),
-            ),
-        )
-        .join(
-            _table(KEPT, e3),
-            on=exp.and_(
-                exp.EQ(this=_col("u", e3), expression=_col("w", e1)),
-                exp.EQ(this=_col("w", e3), expression=_col("w", e2)),
-            ),
-        )
+    q = _close_wedges(
+        exp.select(_alias(_count(), "n")),
+        (_table(KEPT, e1), _table(KEPT, e2), _table(KEPT, e3)),
+        (e1, e2, e3),
+        apex="u",
+        end="w",
     )
     return _with(q, table, source, target, (HASHED, hashed), (RANKED, ranked), (KEPT, kept))
 
@@ -265,3 +254,149 @@ def distinct_values(nodes: str, attribute: str) -> exp.Select:
     """Distinct values of a node attribute, ordered (edge level: the node table is public)."""
     c = _col(attribute)
     return exp.select(c).distinct().from_(_table(nodes)).order_by(c.copy())
+
+
+TRIANGLES = "__t"
+HEAVY = "__v"
+ORIENTED = "__o"
+
+
+def _triangle_list() -> exp.Select:
+    """Every triangle once, as ``(x, y, z)``: ``x`` its lowest node by ``(degree, id)``.
+
+    Edges are oriented from the end lower in ``(degree, id)`` to the other; a triangle is
+    found from its lowest node, which has both other nodes among its out-neighbours, so the
+    self-join of the oriented edges is ``O(|E|^1.5)`` rows however skewed the degrees are.
+    ``y < z`` by id, and ``(y, z)`` is looked up in the normalised edges.
+    """
+    du, dw = "__du", "__dw"
+    low_first = exp.LTE(this=_col("d", du), expression=_col("d", dw))
+    oriented = (
+        exp.select(
+            _alias(exp.If(this=low_first, true=_col("u", EDGES), false=_col("w", EDGES)), "a"),
+            _alias(
+                exp.If(this=low_first.copy(), true=_col("w", EDGES), false=_col("u", EDGES)), "b"
+            ),
+        )
+        .from_(_table(EDGES))
+        .join(_table(DEGREES, du), on=exp.EQ(this=_col("x", du), expression=_col("u", EDGES)))
+        .join(_table(DEGREES, dw), on=exp.EQ(this=_col("x", dw), expression=_col("w", EDGES)))
+    )
+    o1, o2, e3 = "__o1", "__o2", "__e3"
+    return _close_wedges(
+        exp.select(
+            _alias(_col("a", o1), "x"), _alias(_col("b", o1), "y"), _alias(_col("b", o2), "z")
+        ),
+        (
+            exp.Subquery(this=oriented, alias=exp.TableAlias(this=identifier(o1))),
+            exp.Subquery(this=oriented.copy(), alias=exp.TableAlias(this=identifier(o2))),
+            _table(EDGES, e3),
+        ),
+        (o1, o2, e3),
+        apex="a",
+        end="b",
+    )
+
+
+def _close_wedges(
+    select: exp.Select,
+    sources: tuple[exp.Expression, exp.Expression, exp.Expression],
+    names: tuple[str, str, str],
+    *,
+    apex: str,
+    end: str,
+) -> exp.Select:
+    """``select`` over the triangles: two edges from one apex, closed by a third edge.
+
+    ``first ⋈ second ON first.apex = second.apex AND first.end < second.end`` (each wedge
+    once), then ``⋈ third ON (third.u, third.w) = (first.end, second.end)``; the third
+    source holds normalised edges ``u < w``.
+    """
+    n1, n2, n3 = names
+    first, second, third = sources
+    return (
+        select.from_(first)
+        .join(
+            second,
+            on=exp.and_(
+                exp.EQ(this=_col(apex, n1), expression=_col(apex, n2)),
+                exp.LT(this=_col(end, n1), expression=_col(end, n2)),
+            ),
+        )
+        .join(
+            third,
+            on=exp.and_(
+                exp.EQ(this=_col("u", n3), expression=_col(end, n1)),
+                exp.EQ(this=_col("w", n3), expression=_col(end, n2)),
+            ),
+        )
+    )
+
+
+def triangle_structure(table: str, source: str, target: str, cap: int) -> exp.Select:
+    """Triangles grouped by their *heavy* nodes: columns ``h1``, ``h2``, ``h3``, ``n``.
+
+    A node is heavy when it lies in more than ``cap`` triangles. Each output row is one
+    pattern: ``hᵢ`` is the ``i``-th node of the triangle ``(x, y, z)`` if that node is heavy,
+    else NULL, and ``n`` counts the triangles with that pattern. The row of three NULLs counts
+    the triangles without a heavy node. This is the whole input of the node-level triangle
+    count's linear program (:mod:`deniable.graph.lipschitz`); its size is the number of
+    distinct heavy patterns, not the number of triangles.
+    """
+    per_node = exp.union(
+        exp.union(
+            exp.select(_alias(_col("x"), "v")).from_(_table(TRIANGLES)),
+            exp.select(_alias(_col("y"), "v")).from_(_table(TRIANGLES)),
+            distinct=False,
+        ),
+        exp.select(_alias(_col("z"), "v")).from_(_table(TRIANGLES)),
+        distinct=False,
+    )
+    heavy = (
+        exp.select(_col("v"))
+        .from_(exp.Subquery(this=per_node, alias=exp.TableAlias(this=identifier(ENDS))))
+        .group_by(_col("v"))
+        .having(exp.GT(this=_count(), expression=_int(cap)))
+    )
+    hs = ("__h1", "__h2", "__h3")
+    picks = [
+        _alias(
+            exp.Case(
+                ifs=[
+                    exp.If(
+                        this=exp.Not(this=exp.Is(this=_col("v", h), expression=exp.Null())),
+                        true=_col(c, TRIANGLES),
+                    )
+                ]
+            ),
+            f"h{i + 1}",
+        )
+        for i, (h, c) in enumerate(zip(hs, ("x", "y", "z"), strict=True))
+    ]
+    q = exp.select(*picks, _alias(_count(), "n")).from_(_table(TRIANGLES))
+    for h, c in zip(hs, ("x", "y", "z"), strict=True):
+        q = q.join(
+            _table(HEAVY, h),
+            on=exp.EQ(this=_col("v", h), expression=_col(c, TRIANGLES)),
+            join_type="left",
+        )
+    q = q.group_by(*(exp.Literal.number(i) for i in (1, 2, 3)))
+    return _with(
+        q,
+        table,
+        source,
+        target,
+        (DEGREES, _degrees()),
+        (TRIANGLES, _triangle_list()),
+        (HEAVY, heavy),
+    )
+
+
+def triangle_total(table: str, source: str, target: str) -> exp.Select:
+    """The exact triangle count of the normalised graph (one column ``n``); not a release.
+
+    The same degree-ordered enumeration as :func:`triangle_structure`: the non-private floor
+    the benchmarks compare node-level triangle counts with.
+    """
+    q = exp.select(_alias(_count(), "n")).from_(_table(TRIANGLES))
+    return _with(q, table, source, target, (DEGREES, _degrees()), (TRIANGLES, _triangle_list()))
