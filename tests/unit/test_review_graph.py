@@ -110,6 +110,7 @@ def test_graph_objects_given_to_analysts_have_no_public_unnoised_path(tmp_path: 
         "triangle_count",
         "edge_count_by",
         "run",
+        "replay_key",  # a hash of the question and the graph's declaration: reads no data
     }
     s = _zcdp_session(tmp_path)
     try:

@@ -223,8 +223,15 @@ class Graph:
         level: float = 0.95,
         analyst: str | None = None,
         text: str | None = None,
+        cache_scope: str | None = None,
+        idempotency_key: str | None = None,
     ) -> Answer:
         """Answer ``query``: charged ``epsilon`` (or ``rho``) unless replayed from the ledger.
+
+        ``cache_scope`` keeps replays apart (e.g. the analyst's name: another analyst's
+        identical question is charged again, with fresh noise); ``idempotency_key`` is
+        recorded with the charge, and the ledger refuses a second charge with the same key
+        (:class:`~deniable.ledger.DuplicateRequest`), as for table queries.
 
         Raises:
             InvalidParameter: malformed options (nothing was spent).
@@ -246,7 +253,7 @@ class Graph:
         cost, budget = self._cost(epsilon, rho)
         keys = self._domain(query)
         asked = text if text is not None else self._describe(query)
-        key = self._cache_key(query, cost, float(level))
+        key = self._cache_key(query, cost, float(level), cache_scope)
         stored = self._ledger.cached_answer(self._dataset, key)
         if stored is not None:
             return Answer.from_bytes(
@@ -263,6 +270,7 @@ class Graph:
             analyst=who,
             query_key=key,
             query_text=asked,
+            idempotency_key=idempotency_key,
             details={
                 "graph": info.name,
                 "query": query.kind.value,
@@ -439,7 +447,26 @@ class Graph:
             )
         return [v for v in values if v is not None]
 
-    def _cache_key(self, query: GraphQuery, cost: PrivacyLoss, level: float) -> str:
+    def replay_key(
+        self,
+        query: GraphQuery,
+        *,
+        epsilon: Budget = None,
+        rho: Budget = None,
+        level: float = 0.95,
+        cache_scope: str | None = None,
+    ) -> str:
+        """The ledger key :meth:`run` stores and replays this question under (no data read).
+
+        Raises:
+            InvalidParameter: malformed options.
+        """
+        cost, _ = self._cost(epsilon, rho)
+        return self._cache_key(query, cost, float(level), cache_scope)
+
+    def _cache_key(
+        self, query: GraphQuery, cost: PrivacyLoss, level: float, scope: str | None = None
+    ) -> str:
         info = self.info
         body = {
             "graph": info.name,
@@ -453,7 +480,7 @@ class Graph:
             "level": level,
         }
         digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-        return f"graph/{digest}"
+        return f"graph/{digest}" if scope is None else f"{scope}/graph/{digest}"
 
     def _describe(self, query: GraphQuery) -> str:
         name = self.info.name

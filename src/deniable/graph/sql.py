@@ -301,9 +301,19 @@ def answer(
     delta: float | Fraction | None = None,
     level: float = 0.95,
     analyst: str | None = None,
+    cache_scope: str | None = None,
+    idempotency_key: str | None = None,
 ) -> Answer:
-    """Answer a SQL text over ``graph`` (charged as :meth:`Graph.run`)."""
+    """Answer a SQL text over ``graph`` (charged as :meth:`Graph.run`, which see)."""
     parsed = parse(query, graph)
     return graph.run(
-        parsed, epsilon=epsilon, rho=rho, delta=delta, level=level, analyst=analyst, text=query
+        parsed,
+        epsilon=epsilon,
+        rho=rho,
+        delta=delta,
+        level=level,
+        analyst=analyst,
+        text=query,
+        cache_scope=cache_scope,
+        idempotency_key=idempotency_key,
     )

@@ -8,9 +8,9 @@ route                                       who        what
 ``GET /v1/health``                          anyone     liveness (no data)
 ``GET /v1/whoami``                          any        the caller's name and role
 ``GET /v1/datasets``                        any        datasets and the caller's budget
-``GET /v1/datasets/{d}``                    any        declared schema, bounds, keys
+``GET /v1/datasets/{d}``                    any        schema, bounds, keys, graphs
 ``GET /v1/datasets/{d}/budget``             any        the caller's budget
-``POST /v1/datasets/{d}/query``             any        a DP answer (charged)
+``POST /v1/datasets/{d}/query``             any        a DP answer (tables, graphs)
 ``GET /v1/datasets/{d}/history``            any        the caller's own releases
 ``GET /v1/explain?epsilon=&prior=``         any        what ε means (posterior bounds)
 ``GET /v1/datasets/{d}/ledger``             curator    every release by everyone
@@ -94,6 +94,7 @@ from deniable.server.models import (
     TableOut,
     WhoAmI,
     budget_out,
+    graph_out,
     public_keys_out,
 )
 from deniable.server.service import Caller, Service
@@ -404,7 +405,8 @@ def create_app(
         return [
             DatasetSummary(
                 name=d,
-                table=s.config.datasets[d].table,
+                table=s.config.datasets[d].table if s.config.datasets[d].has_table else None,
+                graphs=[g.name for g in s.config.datasets[d].graphs],
                 budget=_budget_for(s, d, who),
             )
             for d in s.datasets()
@@ -434,6 +436,7 @@ def create_app(
                 )
                 for t in m.tables
             ],
+            graphs=[graph_out(g) for g in m.graphs],
             budget=budget_out(m.budget),
         )
 
@@ -462,6 +465,9 @@ def create_app(
         ] = None,
     ) -> QueryResponse:
         """Answer a query with differential privacy, charging the caller.
+
+        A query over a table, or over one of the dataset's graphs (``FROM g``,
+        ``degrees(g)``, ``triangles(g)``; see the dataset's ``graphs``).
 
         Privacy loss: ``epsilon`` (ε budgets), ``(epsilon, delta)`` with δ spent only on
         selecting private group keys, or ``rho`` — nothing for a replay of an identical

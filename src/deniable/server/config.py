@@ -34,8 +34,36 @@ One file names everything the curator decides before any analyst asks a question
     source = "schools.csv"
     unique_key = "school"
 
+    [[datasets.students.graphs]]          # a graph sharing the students' budget
+    name = "friends"                      # FROM friends, degrees(friends), triangles(friends)
+    source = "friends.csv"                # the edge table: one row per edge
+    source_col = "a"
+    target_col = "b"
+    unit = "node"                         # or "edge": one edge protected
+    max_degree = 20                       # public degree bound D (never from the data)
+    nodes = "people.csv"                  # optional node table, with node_key
+    node_key = "id"
+    domains = { city = ["x", "y", "z"] }  # public values of node attributes
+
+    [datasets.social]                     # a graph-only dataset: no private table
+    budget = { epsilon = 1.0 }
+    [[datasets.social.graphs]]
+    name = "follows"
+    source = "follows.parquet"
+    source_col = "src"
+    target_col = "dst"
+    unit = "edge"
+    max_degree = 50
+
     [analysts.ann]
     allowance = { students = { epsilon = 0.5 } }
+
+A dataset holds one private table (``source``), graphs (``[[datasets.NAME.graphs]]``,
+see :class:`GraphConfig` and :mod:`deniable.graph`), or both; every answer on any of them is
+charged to the dataset's one budget. A graph-only dataset leaves out ``source`` and every
+key describing the private table (``table``, ``privacy_unit``, ``bounds``, ``max_groups``,
+``max_rows``, ``public_keys``, ``public_tables``). Graphs are read from CSV or Parquet files
+into DuckDB: a PostgreSQL dataset cannot declare graphs.
 
 Reading the file has no privacy loss and opens nothing (no ledger, no engine, no
 randomness): :func:`load_config` only parses and validates. Every mistake raises
@@ -88,16 +116,52 @@ class PublicTableConfig:
     unique_key: tuple[str, ...] | None = None
 
 
+GraphUnit = Literal["edge", "node"]
+
+
+@dataclass(frozen=True)
+class GraphConfig:
+    """A graph of a dataset, registered with ``Session.add_graph`` (:mod:`deniable.graph`).
+
+    Attributes:
+        name: the name analysts use in ``FROM g``, ``degrees(g)``, ``triangles(g)``.
+        source: absolute path of the edge table's CSV/Parquet file (one row per edge).
+        source_col: the edge table's column of one end of each edge.
+        target_col: the column of the other end (the graph is undirected).
+        unit: the privacy unit: ``"edge"`` (one edge) or ``"node"`` (a node and all its
+            edges).
+        max_degree: the public degree bound ``D`` answers truncate to (never from the data).
+        nodes: absolute path of the node table's CSV/Parquet file, or None.
+        node_key: the node table's id column (unique, never NULL); given with ``nodes``.
+        nodes_name: the node table's name in SQL joins (None: ``"nodes"``).
+        domains: declared public values of node attributes (needed at node level to count
+            edges by an attribute).
+    """
+
+    name: str
+    source: Path
+    source_col: str
+    target_col: str
+    unit: GraphUnit
+    max_degree: int
+    nodes: Path | None = None
+    node_key: str | None = None
+    nodes_name: str | None = None
+    domains: Mapping[str, tuple[object, ...]] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class DatasetConfig:
-    """One dataset: one private table, its policy, its public tables and its total budget.
+    """One dataset: a private table and/or graphs, their policy, and one total budget.
 
     Attributes:
         name: the dataset's name in the ledger and in URLs.
         source: absolute path of the private table's CSV/Parquet file, or (engine
-            ``"postgresql"``) the database's URL ``postgresql://role@host:port/database``.
+            ``"postgresql"``) the database's URL ``postgresql://role@host:port/database``,
+            or None for a graph-only dataset (no private table; :attr:`graphs` is not empty).
         table: the name analysts use in ``FROM`` (default: the dataset's name); for
-            PostgreSQL the last part of :attr:`source_table`.
+            PostgreSQL the last part of :attr:`source_table`; unused without a private
+            table (:attr:`has_table`).
         privacy_unit: the column identifying a person, or None for row-level privacy.
         bounds: declared clamping ranges of numeric columns (public choices).
         max_groups: groups one person may contribute to per query (None: the default, 1).
@@ -114,10 +178,11 @@ class DatasetConfig:
             or ``"zcdp:delta_share=p/q"`` (an ``(ε, δ)`` budget spent as ρ-zCDP, see
             :mod:`deniable.accounting.renyi`), or None (not given: the ledger's record, basic
             for a new dataset); pass it to the Session as ``accountant=``.
+        graphs: the dataset's graphs, charged to the same budget.
     """
 
     name: str
-    source: Path | str
+    source: Path | str | None
     table: str
     budget: PrivacyLoss
     privacy_unit: str | None = None
@@ -129,6 +194,12 @@ class DatasetConfig:
     engine: Engine = "duckdb"
     source_table: str | None = None
     accountant: str | None = None
+    graphs: tuple[GraphConfig, ...] = ()
+
+    @property
+    def has_table(self) -> bool:
+        """Whether the dataset has a private table (False: a graph-only dataset)."""
+        return self.source is not None
 
 
 @dataclass(frozen=True)
@@ -296,8 +367,7 @@ def parse_config(
 # -- sections ----------------------------------------------------------------------------------
 
 
-_DATASET_KEYS = {
-    "source",
+_TABLE_KEYS = (
     "table",
     "privacy_unit",
     "bounds",
@@ -305,18 +375,27 @@ _DATASET_KEYS = {
     "max_rows",
     "public_keys",
     "public_tables",
-    "budget",
-    "engine",
-    "accountant",
-}
+)
+"""Keys describing the private table: refused in a graph-only dataset."""
+
+_DATASET_KEYS = {"source", *_TABLE_KEYS, "budget", "engine", "accountant", "graphs"}
 
 
 def _dataset(name: str, raw: Mapping[str, object], base: Path) -> DatasetConfig:
     where = f"datasets.{name}"
     _name(name, where)
     _keys(raw, where, _DATASET_KEYS)
-    if "source" not in raw:
-        raise ConfigError(f'{where}.source is missing: write source = "data.csv" (CSV or Parquet)')
+    raw_graphs = raw.get("graphs", [])
+    if not isinstance(raw_graphs, list):
+        raise ConfigError(
+            f"{where}.graphs must be an array of tables: write [[{where}.graphs]] with name, "
+            "source, source_col, target_col, unit and max_degree"
+        )
+    if "source" not in raw and not raw_graphs:
+        raise ConfigError(
+            f'{where}.source is missing: write source = "data.csv" (CSV or Parquet), or '
+            f"declare only graphs with [[{where}.graphs]]"
+        )
     if "budget" not in raw:
         raise ConfigError(
             f"{where}.budget is missing: write budget = {{ epsilon = 1.0 }} (or epsilon and "
@@ -328,12 +407,29 @@ def _dataset(name: str, raw: Mapping[str, object], base: Path) -> DatasetConfig:
             f'{where}.engine: {engine!r} is not supported; write engine = "duckdb" or '
             'engine = "postgresql"'
         )
+    if raw_graphs and engine == "postgresql":
+        raise ConfigError(
+            f"{where}.graphs: a PostgreSQL dataset cannot declare graphs (graphs are read "
+            "from CSV or Parquet files into DuckDB, and their edges cannot stay in "
+            f"PostgreSQL); remove [[{where}.graphs]] and declare the graph in a dataset "
+            'with engine = "duckdb" (a graph-only dataset needs no source)'
+        )
+    if "source" not in raw:
+        given = [k for k in _TABLE_KEYS if k in raw]
+        if given:
+            raise ConfigError(
+                f"{where}.{given[0]} describes the private table, but the dataset has no "
+                f'source: add source = "data.csv" or remove {given[0]} (a graph-only '
+                "dataset declares only budget, accountant and graphs)"
+            )
     table = raw.get("table", name)
     _name(table, f"{where}.table")
     assert isinstance(table, str)
     source_table: str | None = None
-    source: Path | str
-    if engine == "postgresql":
+    source: Path | str | None
+    if "source" not in raw:
+        source = None
+    elif engine == "postgresql":
         source, source_table, table = _postgres_source(raw, where, name)
     else:
         source = _path(raw["source"], f"{where}.source", base, must_exist=True)
@@ -394,6 +490,18 @@ def _dataset(name: str, raw: Mapping[str, object], base: Path) -> DatasetConfig:
                 unique_key=unique_key,
             )
         )
+    graphs = _graphs(raw_graphs, where, base)
+    taken = {p.name.lower(): f"public table {p.name!r}" for p in public}
+    if source is not None:
+        taken[table.lower()] = f"the private table {table!r}"
+    for i, g in enumerate(graphs):
+        clash = taken.get(g.name.lower())
+        if clash is not None:
+            raise ConfigError(
+                f"{where}.graphs[{i}].name: {g.name!r} is already the name of {clash}; "
+                "give every table and graph of a dataset its own name (case-insensitive)"
+            )
+        taken[g.name.lower()] = f"graph {g.name!r}"
     budget = _loss(raw["budget"], f"{where}.budget")
     return DatasetConfig(
         name=name,
@@ -409,7 +517,140 @@ def _dataset(name: str, raw: Mapping[str, object], base: Path) -> DatasetConfig:
         engine="postgresql" if engine == "postgresql" else "duckdb",
         source_table=source_table,
         accountant=_accountant(raw.get("accountant"), budget, f"{where}.accountant"),
+        graphs=graphs,
     )
+
+
+_GRAPH_KEYS = {
+    "name",
+    "source",
+    "source_col",
+    "target_col",
+    "unit",
+    "max_degree",
+    "nodes",
+    "node_key",
+    "nodes_name",
+    "domains",
+}
+
+
+def _graphs(raw: list[object], where: str, base: Path) -> tuple[GraphConfig, ...]:
+    """The ``[[datasets.NAME.graphs]]`` entries, validated (files must exist)."""
+    out: list[GraphConfig] = []
+    for i, entry in enumerate(raw):
+        key = f"{where}.graphs[{i}]"
+        if not isinstance(entry, dict):
+            raise ConfigError(
+                f"{key} must be a table: write [[{where}.graphs]] with name, source, "
+                "source_col, target_col, unit and max_degree"
+            )
+        _keys(entry, key, _GRAPH_KEYS)
+        for required, example in (
+            ("name", 'name = "friends" (the name used in FROM)'),
+            ("source", 'source = "edges.csv" (the edge table, CSV or Parquet)'),
+            ("source_col", 'source_col = "a" (the column of one end of each edge)'),
+            ("target_col", 'target_col = "b" (the column of the other end)'),
+            (
+                "unit",
+                'unit = "edge" (one edge is protected) or unit = "node" (a node and all its edges)',
+            ),
+            (
+                "max_degree",
+                (
+                    "max_degree = 20 (the public degree bound answers truncate to; never "
+                    "derived from the data)"
+                ),
+            ),
+        ):
+            if required not in entry:
+                raise ConfigError(f"{key}.{required} is missing: write {example}")
+        _name(entry["name"], f"{key}.name")
+        for col in ("source_col", "target_col"):
+            _name(entry[col], f"{key}.{col}")
+        if entry["source_col"] == entry["target_col"]:
+            raise ConfigError(
+                f"{key}: source_col and target_col must be two different columns (the two "
+                "ends of each edge)"
+            )
+        unit = entry["unit"]
+        if unit not in ("edge", "node"):
+            raise ConfigError(
+                f'{key}.unit: write unit = "edge" (one edge is protected) or unit = "node" '
+                "(a node and all its edges)"
+            )
+        degree = entry["max_degree"]
+        if isinstance(degree, bool) or not isinstance(degree, int) or degree < 1:
+            raise ConfigError(
+                f"{key}.max_degree must be a positive integer, e.g. max_degree = 20 (a public "
+                "choice, never derived from the data)"
+            )
+        if ("nodes" in entry) != ("node_key" in entry):
+            raise ConfigError(
+                f'{key}: give both nodes = "nodes.csv" and node_key = "id" (the node table '
+                "and its unique id column), or neither"
+            )
+        nodes: Path | None = None
+        node_key: str | None = None
+        if "nodes" in entry:
+            nodes = _path(entry["nodes"], f"{key}.nodes", base, must_exist=True)
+            _name(entry["node_key"], f"{key}.node_key")
+            node_key = entry["node_key"]
+        nodes_name = entry.get("nodes_name")
+        if nodes_name is not None:
+            if nodes is None:
+                raise ConfigError(
+                    f'{key}.nodes_name names the node table: add nodes = "nodes.csv" and '
+                    'node_key = "id", or remove nodes_name'
+                )
+            _name(nodes_name, f"{key}.nodes_name")
+        domains: dict[str, tuple[object, ...]] = {}
+        raw_domains = _table(entry.get("domains"), f"{key}.domains")
+        if raw_domains and nodes is None:
+            raise ConfigError(
+                f'{key}.domains declares node attributes: add nodes = "nodes.csv" and '
+                'node_key = "id", or remove domains'
+            )
+        for attr, values in raw_domains.items():
+            where_attr = f"{key}.domains.{attr}"
+            if (
+                not isinstance(values, list)
+                or not values
+                or not all(
+                    isinstance(v, str | int | float) and not isinstance(v, bool) for v in values
+                )
+            ):
+                raise ConfigError(
+                    f'{where_attr} must be a non-empty list of values, e.g. {attr} = ["x", "y"]'
+                )
+            if len(set(values)) != len(values):
+                raise ConfigError(f"{where_attr} lists a value twice; list each value once")
+            if attr == node_key:
+                raise ConfigError(
+                    f"{where_attr}: {attr!r} is the node key, not an attribute; domains declare "
+                    "the values of other node columns"
+                )
+            domains[attr] = tuple(values)
+        names = {g.name.lower() for g in out}
+        if entry["name"].lower() in names:
+            raise ConfigError(
+                f"{key}.name: two graphs are named {entry['name']!r}; give each its own name"
+            )
+        out.append(
+            GraphConfig(
+                name=entry["name"],
+                source=_path(entry["source"], f"{key}.source", base, must_exist=True),
+                source_col=entry["source_col"],
+                target_col=entry["target_col"],
+                unit="node" if unit == "node" else "edge",
+                max_degree=degree,
+                nodes=nodes,
+                node_key=node_key,
+                nodes_name=nodes_name,
+                domains=MappingProxyType(domains),
+            )
+        )
+    return tuple(out)
 
 
 def _accountant(value: object, budget: PrivacyLoss, key: str) -> str | None:

@@ -27,7 +27,7 @@ from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
 from deniable.errors import InvalidParameter
 from deniable.query import builder as b
 from deniable.query.answer import Answer, show_loss
-from deniable.server.service import BudgetView
+from deniable.server.service import BudgetView, GraphMetadata
 
 Scalar = int | float | str | bool | None
 Name = Annotated[str, Field(min_length=1, max_length=200)]
@@ -145,12 +145,35 @@ class TableOut(_Model):
     unique_keys: list[list[str]]
 
 
+class GraphOut(_Model):
+    """What the curator declared about a graph; nothing computed from its edges or nodes.
+
+    Query it with ``SELECT COUNT(*) FROM g``, ``SELECT degree, COUNT(*) FROM degrees(g)
+    GROUP BY degree``, ``SELECT COUNT(*) FROM degrees(g) WHERE degree >= d``, ``SELECT
+    COUNT(*) FROM triangles(g)`` (edge level only) or, with a node table, ``SELECT n.attr,
+    COUNT(*) FROM g e JOIN nodes n ON n.key IN (e.a, e.b) GROUP BY n.attr``.
+    """
+
+    name: str = Field(description="the name used in FROM g, degrees(g), triangles(g)")
+    unit: Literal["edge", "node"] = Field(
+        description="privacy unit: one edge, or a node and all its edges"
+    )
+    max_degree: int = Field(description="declared degree bound D that answers truncate to")
+    source_col: str = Field(description="the edge table's column of one end")
+    target_col: str = Field(description="the edge table's column of the other end")
+    node_key: str | None = Field(description="the node table's id column, if any")
+    nodes_name: str | None = Field(description="the node table's name in JOINs, if any")
+    node_attributes: list[str] = Field(description="the node table's attribute columns")
+    domains: dict[str, list[Scalar]] = Field(description="declared node-attribute values")
+
+
 class DatasetOut(_Model):
     """A dataset's public metadata and the caller's budget."""
 
     name: str
-    table: str
+    table: str | None = Field(description="the private table, or null for a graph-only dataset")
     tables: list[TableOut]
+    graphs: list[GraphOut] = Field(description="graphs sharing the dataset's budget")
     budget: BudgetOut
 
 
@@ -158,7 +181,8 @@ class DatasetSummary(_Model):
     """One line of the dataset list."""
 
     name: str
-    table: str
+    table: str | None = Field(description="the private table, or null for a graph-only dataset")
+    graphs: list[str] = Field(description="names of the dataset's graphs")
     budget: BudgetOut
 
 
@@ -280,6 +304,10 @@ class QueryRequest(_Model):
         json_schema_extra={
             "examples": [
                 {"sql": "SELECT COUNT(*) AS n FROM students", "epsilon": 0.1},
+                {
+                    "sql": "SELECT degree, COUNT(*) AS n FROM degrees(friends) GROUP BY degree",
+                    "epsilon": 0.1,
+                },
                 {
                     "builder": {
                         "table": "students",
@@ -486,3 +514,18 @@ def budget_out(view: BudgetView) -> BudgetOut:
 def public_keys_out(keys: Mapping[str, tuple[object, ...]]) -> dict[str, list[Scalar]]:
     """Declared domains as JSON lists."""
     return {k: scalars(v) for k, v in keys.items()}
+
+
+def graph_out(g: GraphMetadata) -> GraphOut:
+    """The response form of a :class:`~deniable.server.service.GraphMetadata`."""
+    return GraphOut(
+        name=g.name,
+        unit="node" if g.unit == "node" else "edge",
+        max_degree=g.max_degree,
+        source_col=g.source_col,
+        target_col=g.target_col,
+        node_key=g.node_key,
+        nodes_name=g.nodes_name,
+        node_attributes=list(g.node_attributes),
+        domains=public_keys_out(g.domains),
+    )

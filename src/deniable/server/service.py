@@ -14,7 +14,13 @@ of authenticated principals (a name and a role, ``"curator"`` or ``"analyst"``):
   ledger refuses a second charge with the same (dataset, analyst, key) and the stored
   answer of the first is returned;
 * analysts see only their own releases; the full ledger and the management of analysts
-  and allowances are for curators.
+  and allowances are for curators;
+* graph queries (``SELECT COUNT(*) FROM g``, ``… FROM degrees(g) …``, ``… FROM
+  triangles(g)``, … over a graph declared in ``[[datasets.NAME.graphs]]``, see
+  :mod:`deniable.graph.sql`) take the same path: charged to the principal's name against
+  the dataset's one cap and its allowance, replayed under the same ``share_replays`` rule,
+  and answered under the dataset's lock; their Idempotency-Key is recorded with the charge,
+  as for tables.
 
 The service itself releases nothing beyond what the release path charges: metadata holds
 only what the curator declared (schema, bounds, public keys) and the budget, never counts
@@ -42,6 +48,9 @@ from deniable.errors import (
     LedgerError,
     LedgerTampered,
 )
+from deniable.graph import Graph, GraphInfo
+from deniable.graph.sql import graph_of
+from deniable.graph.sql import parse as parse_graph_sql
 from deniable.ledger import Charge, Ledger
 from deniable.ledger.analysts import AnalystInfo, Principal
 from deniable.noise.source import RandomSource
@@ -50,7 +59,7 @@ from deniable.query.builder import Query
 from deniable.query.catalog import TableInfo
 from deniable.query.execute import replay, replay_key
 from deniable.query.program import QueryProgram
-from deniable.server.config import ConfigError, ServiceConfig
+from deniable.server.config import ConfigError, DatasetConfig, ServiceConfig
 from deniable.server.errors import (
     Forbidden,
     IdempotencyConflict,
@@ -106,6 +115,33 @@ class TableMetadata:
 
 
 @dataclass(frozen=True)
+class GraphMetadata:
+    """Public metadata of one graph: what the curator declared, nothing from the data.
+
+    Attributes:
+        name: the name used in ``FROM g``, ``degrees(g)``, ``triangles(g)``.
+        unit: the privacy unit, ``"edge"`` or ``"node"``.
+        max_degree: the declared degree bound ``D`` (public).
+        source_col: the edge table's column of one end.
+        target_col: the edge table's column of the other end.
+        node_key: the node table's id column, or None without a node table.
+        nodes_name: the node table's name in SQL joins, or None without one.
+        node_attributes: the node table's other columns (attributes).
+        domains: declared values of node attributes.
+    """
+
+    name: str
+    unit: str
+    max_degree: int
+    source_col: str
+    target_col: str
+    node_key: str | None
+    nodes_name: str | None
+    node_attributes: tuple[str, ...]
+    domains: Mapping[str, tuple[object, ...]]
+
+
+@dataclass(frozen=True)
 class BudgetView:
     """A dataset's budget as one caller sees it.
 
@@ -131,15 +167,17 @@ class DatasetMetadata:
 
     Attributes:
         name: the dataset.
-        table: the private table's name.
+        table: the private table's name, or None for a graph-only dataset.
         tables: the private table first, then its public lookup tables.
         budget: the caller's view of the budget.
+        graphs: the dataset's graphs.
     """
 
     name: str
-    table: str
+    table: str | None
     tables: tuple[TableMetadata, ...]
     budget: BudgetView
+    graphs: tuple[GraphMetadata, ...] = ()
 
 
 class Service:
@@ -152,7 +190,7 @@ class Service:
 
     Raises:
         ConfigError: a dataset's budget differs from the cap the ledger recorded, or a
-            table cannot be registered as declared.
+            table or graph cannot be registered as declared.
         LedgerError: the ledger cannot be opened.
 
     A tampered ledger (:class:`~deniable.errors.LedgerTampered`) does not stop the service
@@ -203,18 +241,20 @@ class Service:
                 "only by a curator, explicitly)"
             ) from e
         try:
-            session.add_table(
-                ds.table,
-                str(ds.source),
-                table=ds.source_table,
-                privacy_unit=ds.privacy_unit,
-                bounds=dict(ds.bounds) or None,
-                max_groups=ds.max_groups,
-                max_rows=ds.max_rows,
-                public_keys=dict(ds.public_keys) or None,
-            )
+            if ds.source is not None:
+                session.add_table(
+                    ds.table,
+                    str(ds.source),
+                    table=ds.source_table,
+                    privacy_unit=ds.privacy_unit,
+                    bounds=dict(ds.bounds) or None,
+                    max_groups=ds.max_groups,
+                    max_rows=ds.max_rows,
+                    public_keys=dict(ds.public_keys) or None,
+                )
             for pt in ds.public_tables:
                 session.add_public_table(pt.name, str(pt.source), unique_key=pt.unique_key)
+            self._add_graphs(session, ds)
         except InvalidParameter as e:
             session.close()
             if isinstance(e, ConfigError):
@@ -224,6 +264,33 @@ class Service:
             session.close()
             raise
         return session
+
+    @staticmethod
+    def _add_graphs(session: Session, ds: DatasetConfig) -> None:
+        """Register the dataset's graphs (schemas read, node keys checked; nothing released).
+
+        Raises:
+            ConfigError: a graph cannot be registered as declared (names the graph's key).
+        """
+        for i, g in enumerate(ds.graphs):
+            try:
+                session.add_graph(
+                    g.name,
+                    str(g.source),
+                    source_col=g.source_col,
+                    target_col=g.target_col,
+                    unit=g.unit,
+                    max_degree=g.max_degree,
+                    nodes=None if g.nodes is None else str(g.nodes),
+                    node_key=g.node_key,
+                    nodes_name=g.nodes_name,
+                    domains=dict(g.domains) or None,
+                )
+            except InvalidParameter as e:
+                raise ConfigError(
+                    f"datasets.{ds.name}.graphs[{i}] (graph {g.name!r}): {e}; fix the "
+                    "declaration or the graph's files"
+                ) from e
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -271,13 +338,14 @@ class Service:
         """
         session = self._session(dataset)
         ds = self._config.datasets[dataset]
-        tables = [session.tables[ds.table]]
+        tables = [session.tables[ds.table]] if ds.has_table else []
         tables += [t for t in session.tables.values() if t.public]
         return DatasetMetadata(
             name=dataset,
-            table=ds.table,
+            table=ds.table if ds.has_table else None,
             tables=tuple(_table_metadata(t) for t in tables),
             budget=self.budget(dataset, analyst=_analyst_of(principal)),
+            graphs=tuple(_graph_metadata(session.graph(g.name).info) for g in ds.graphs),
         )
 
     def budget(self, dataset: str, analyst: str | None = None) -> BudgetView:
@@ -320,9 +388,20 @@ class Service:
 
         Raises:
             UnknownResource: no such dataset.
-            SQLError, UnsafeQuery, InvalidParameter: as ``Session.sql``.
+            SQLError, UnsafeQuery, InvalidParameter: as ``Session.sql``; a graph query
+                (which has no compiled program: it is answered by :meth:`query`) raises
+                InvalidParameter once its text is checked (SQLError or UnsafeQuery if it
+                is not one of the graph forms).
         """
         session = self._session(dataset)
+        found = self._graph_query(dataset, session, query)
+        if found is not None:
+            graph, text = found
+            parse_graph_sql(text, graph)
+            raise InvalidParameter(
+                f"{graph.info.name!r} is a graph: graph queries have no compiled program; "
+                "send them to the query endpoint (POST /v1/datasets/{dataset}/query)"
+            )
         return session.compile(query, epsilon=epsilon, delta=delta, rho=rho, level=level)
 
     def query(
@@ -349,6 +428,13 @@ class Service:
         The answer's ``remaining`` is what the principal may still spend (the least of what
         is left of the cap and of its allowance) at the time of the answer.
 
+        A query over one of the dataset's graphs (text, or a builder query naming the graph,
+        see :mod:`deniable.graph.sql`) is answered by the graph's release path under the
+        dataset's lock: charged ``epsilon`` (or ``rho``; graph queries spend no δ) to the
+        principal's name, allowance included, or nothing for a replay under the same
+        ``share_replays`` rule as tables; its ``idempotency_key`` is recorded with the
+        charge, so a retry pays once, as for tables.
+
         Raises:
             UnknownResource: no such dataset.
             SQLError, UnsafeQuery, InvalidParameter: the query is refused (nothing spent).
@@ -368,6 +454,20 @@ class Service:
                 f"the Idempotency-Key must be 1 to {MAX_IDEMPOTENCY_KEY} printable characters"
             )
         session = self._session(dataset)
+        found = self._graph_query(dataset, session, query)
+        if found is not None:
+            graph, text = found
+            return self._answer_graph(
+                principal,
+                dataset,
+                graph,
+                text,
+                epsilon=epsilon,
+                delta=delta,
+                rho=rho,
+                level=level,
+                idempotency_key=idempotency_key,
+            )
         program = session.compile(query, epsilon=epsilon, delta=delta, rho=rho, level=level)
         share = self._config.server.share_replays
         scope = None if share else principal.name
@@ -391,18 +491,91 @@ class Service:
                     idempotency_key=idempotency_key,
                 )
         except DuplicateRequest as e:
-            # Another request with the same key was charged between our look-up and our
-            # charge (another thread or worker); the ledger refused ours and wrote nothing.
-            assert idempotency_key is not None  # the ledger refuses only keyed duplicates
-            charge = self._keyed_charge(dataset, principal.name, idempotency_key)
-            if charge is None or charge.id != e.charge_id:
-                raise LedgerError(
-                    "the ledger reported a duplicate request whose charge it cannot find"
-                ) from None
-            return self._replay(charge, query_key, dataset, principal.name)
+            return self._duplicate(e, query_key, dataset, principal.name, idempotency_key)
         return answer.with_metadata(
             remaining=self._ledger.remaining(dataset, analyst=principal.name)
         )
+
+    def _graph_query(
+        self, dataset: str, session: Session, query: str | Query
+    ) -> tuple[Graph, str] | None:
+        """The graph ``query`` reads and its SQL text, or None (a table query). No loss."""
+        declared = self._config.datasets[dataset].graphs
+        if not declared:
+            return None
+        text = query.to_sql() if isinstance(query, Query) else query
+        graph = graph_of(text, {g.name: session.graph(g.name) for g in declared})
+        return None if graph is None else (graph, text)
+
+    def _answer_graph(
+        self,
+        principal: Caller,
+        dataset: str,
+        graph: Graph,
+        text: str,
+        *,
+        epsilon: float | Fraction | None,
+        delta: float | Fraction | None,
+        rho: float | Fraction | None,
+        level: float,
+        idempotency_key: str | None,
+    ) -> Answer:
+        """Answer a graph query for ``principal`` (see :meth:`query`).
+
+        Privacy loss: ``epsilon`` or ``rho`` for the graph's unit, charged to the principal's
+        name by the graph's release path, or nothing for a replay. Without
+        ``share_replays`` the answer is stored and replayed under the principal's scope, so
+        another analyst's identical question is charged again and gets fresh noise, as for
+        tables.
+        """
+        scope = None if self._config.server.share_replays else principal.name
+        parsed = parse_graph_sql(text, graph)
+        query_key = graph.replay_key(
+            parsed, epsilon=epsilon, rho=rho, level=level, cache_scope=scope
+        )
+        if idempotency_key is not None:
+            earlier = self._keyed_charge(dataset, principal.name, idempotency_key)
+            if earlier is not None:
+                return self._replay(earlier, query_key, dataset, principal.name)
+        try:
+            with self._locks[dataset]:
+                answer = graph.run(
+                    parsed,
+                    epsilon=epsilon,
+                    rho=rho,
+                    delta=delta,
+                    level=level,
+                    analyst=principal.name,
+                    text=text,
+                    cache_scope=scope,
+                    idempotency_key=idempotency_key,
+                )
+        except DuplicateRequest as e:
+            return self._duplicate(e, query_key, dataset, principal.name, idempotency_key)
+        return answer.with_metadata(
+            remaining=self._ledger.remaining(dataset, analyst=principal.name)
+        )
+
+    def _duplicate(
+        self,
+        error: DuplicateRequest,
+        query_key: str,
+        dataset: str,
+        analyst: str,
+        idempotency_key: str | None,
+    ) -> Answer:
+        """The first answer, when the ledger refused our charge as a keyed duplicate.
+
+        Another request with the same key was charged between our look-up and our charge
+        (another thread or worker); the ledger refused ours and wrote nothing.
+        """
+        assert idempotency_key is not None  # the ledger refuses only keyed duplicates
+        charge = self._keyed_charge(dataset, analyst, idempotency_key)
+        if charge is None or charge.id != error.charge_id:
+            raise LedgerError(
+                "the ledger reported a duplicate request whose charge it cannot find"
+            ) from None
+        return self._replay(charge, query_key, dataset, analyst)
 
     def _keyed_charge(self, dataset: str, analyst: str, key: str) -> Charge | None:
         """The analyst's charge made with Idempotency-Key ``key`` (an indexed look-up)."""
@@ -516,6 +689,20 @@ def _analyst_of(principal: Caller | None) -> str | None:
 def _require_curator(principal: Caller) -> None:
     if principal.role != "curator":
         raise Forbidden("only a curator may do this")
+
+
+def _graph_metadata(info: GraphInfo) -> GraphMetadata:
+    return GraphMetadata(
+        name=info.name,
+        unit=info.unit,
+        max_degree=info.max_degree,
+        source_col=info.source_col,
+        target_col=info.target_col,
+        node_key=info.node_key,
+        nodes_name=info.nodes_name,
+        node_attributes=tuple(c for c in info.node_columns if c != info.node_key),
+        domains=dict(info.domains),
+    )
 
 
 def _table_metadata(t: TableInfo) -> TableMetadata:

@@ -165,8 +165,15 @@ async function selectDataset(name) {
     if (button) button.setAttribute("aria-pressed", String(li.dataset.dataset === name));
   }
   byId("dataset-title").textContent = `Dataset ${meta.name}`;
-  byId("dataset-summary").textContent = `Private table ${meta.table}` +
-    (meta.tables.length > 1 ? ` and ${meta.tables.length - 1} public table(s)` : "");
+  const graphs = meta.graphs || [];
+  const publicTables = meta.tables.length - (meta.table === null ? 0 : 1);
+  const parts = [];
+  if (meta.table !== null) parts.push(`Private table ${meta.table}`);
+  if (publicTables > 0) parts.push(`${publicTables} public table(s)`);
+  if (graphs.length > 0) {
+    parts.push("graph(s) " + graphs.map((g) => `${g.name} (${g.unit} level, D = ${g.max_degree})`).join(", "));
+  }
+  byId("dataset-summary").textContent = parts.join("; ");
   fill(byId("schema"), meta.tables.map(schemaTable));
   byId("schema-box").hidden = false;
   renderBudget(meta.budget);
@@ -175,7 +182,8 @@ async function selectDataset(name) {
   byId("result").hidden = true;
   const sql = byId("sql");
   if (!sql.value || sql.dataset.prefilled === "1") {
-    sql.value = `SELECT COUNT(*) AS n FROM ${meta.table}`;
+    const target = meta.table !== null ? meta.table : graphs.length > 0 ? graphs[0].name : "";
+    sql.value = `SELECT COUNT(*) AS n FROM ${target}`;
     sql.dataset.prefilled = "1";
   }
   await loadHistory();
