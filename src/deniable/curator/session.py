@@ -470,6 +470,8 @@ class Session:
         node_key: str | None = None,
         nodes_name: str | None = None,
         domains: Mapping[str, Sequence[object]] | None = None,
+        table: str | None = None,
+        nodes_table: str | None = None,
     ) -> GraphInfo:
         """Register a graph: an edge table and optionally a node table (same engine).
 
@@ -489,17 +491,32 @@ class Session:
             nodes_name: the node table's name in SQL joins (default ``"nodes"``).
             domains: the public values of node attributes used in ``edge_count_by``
                 (needed at node level, where node attributes are private).
+            table: with ``edges`` a PostgreSQL URL, the edge table read in place (as
+                :meth:`add_table`'s ``table=``).
+            nodes_table: with ``nodes`` a PostgreSQL URL, the node table read in place; it
+                must live in the same database as the edges.
 
         Raises:
-            InvalidParameter: a duplicate name, unknown columns, a bad unit or max_degree.
+            InvalidParameter: a duplicate name, unknown columns, a bad unit or max_degree,
+                edge and node tables of two engines.
         """
         if not isinstance(name, str) or not name:
             raise InvalidParameter("name must be a non-empty string")
         if any(n.lower() == name.lower() for n in (*self._tables, *self._graphs)):
             raise InvalidParameter(f"a table or graph named {name!r} is already registered")
-        engine, source = self._engine_for(edges, None)
+        engine, source = self._engine_for(edges, table)
         binding = engine.bind(name, source)
-        node_binding = None if nodes is None else engine.bind(nodes_name or "nodes", nodes)
+        node_binding = None
+        if nodes is not None:
+            node_engine, node_source = self._engine_for(nodes, nodes_table)
+            if node_engine is not engine:
+                raise InvalidParameter(
+                    "the edge and node tables must be read by one engine: both from files "
+                    "or DataFrames, or both from the same PostgreSQL database"
+                )
+            node_binding = engine.bind(nodes_name or "nodes", node_source)
+        elif nodes_table is not None:
+            raise InvalidParameter("nodes_table= needs nodes= (the node table's PostgreSQL URL)")
         graph = register_graph(
             name,
             engine=engine,

@@ -1,0 +1,159 @@
+"""Graphs read in place from a real PostgreSQL server (started here: initdb + pg_ctl).
+
+The same edge and node tables are registered twice in one session: in place in PostgreSQL
+(``add_graph(name, "postgresql://…", table=…, nodes=…, nodes_table=…)``, as a read-only
+role granted SELECT on those two tables only) and from DataFrames in DuckDB. Statistics
+that do not depend on the keyed-hash order are equal on both engines (edge level: counts,
+histograms, thresholds, edge ends; node level: the triangle program); the truncations,
+whose order is each engine's keyed hash, equal the Python references run on the order
+PostgreSQL returns (mutual top-D triangles at edge level, the projection's counts at node
+level). An answer through SQL is charged to the session's one budget. Tables of two engines
+are refused as one graph.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "conformance"))
+
+from _postgres import (
+    PostgresServer,
+    create_reader,
+    load_table,
+    shared_server,
+    stop_shared_server,
+)
+
+psycopg = pytest.importorskip("psycopg")
+
+from deniable.accounting.loss import Epsilon  # noqa: E402
+from deniable.curator.session import Session  # noqa: E402
+from deniable.errors import InvalidParameter  # noqa: E402
+from deniable.graph import GraphQuery, Kind, sqlgen  # noqa: E402
+from deniable.graph.projection import (  # noqa: E402
+    degrees,
+    edge_addition_projection,
+    mutual_top_d,
+    triangle_count,
+)
+
+D = 4
+CITIES = ["north", "south", "east"]
+
+
+def _edges() -> pd.DataFrame:
+    """A skewed graph with triangles, a hub, repeats, both orientations and self-loops."""
+    rng = np.random.default_rng(14)  # test data only
+    n, m = 60, 400
+    w = (np.arange(n) + 3.0) ** -1.0
+    a = rng.choice(n, m, p=w / w.sum())
+    b = rng.integers(0, n, m)
+    return pd.DataFrame({"src": a.astype(np.int64), "dst": b.astype(np.int64)})
+
+
+EDGES = _edges()
+NODES = pd.DataFrame(
+    {"id": np.arange(60, dtype=np.int64), "city": [CITIES[i % 3] for i in range(60)]}
+)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[PostgresServer]:
+    s = shared_server()
+    load_table(s.dsn(), "follows", pa.Table.from_pandas(EDGES, preserve_index=False), schema="soc")
+    load_table(s.dsn(), "people", pa.Table.from_pandas(NODES, preserve_index=False), schema="soc")
+    create_reader(s.dsn(), "graph_reader", [("soc", "follows"), ("soc", "people")])
+    yield s
+    stop_shared_server()
+
+
+ORDER_FREE = {
+    "edge": [
+        GraphQuery(Kind.EDGE_COUNT),
+        GraphQuery(Kind.DEGREE_HISTOGRAM),
+        GraphQuery(Kind.DEGREE_AT_LEAST, threshold=3),
+        GraphQuery(Kind.EDGE_ENDS_BY, attribute="city"),
+    ],
+    "node": [GraphQuery(Kind.TRIANGLES)],  # the linear program: no edge order
+}
+
+
+@pytest.mark.parametrize("unit", ["edge", "node"])
+def test_postgres_graphs_match_duckdb_and_the_references(
+    server: PostgresServer, tmp_path: Path, unit: str
+) -> None:
+    url = server.dsn("graph_reader")
+    with Session(budget=Epsilon(epsilon=10), ledger=tmp_path / "l.db") as s:
+        common = {
+            "source_col": "src",
+            "target_col": "dst",
+            "unit": unit,
+            "max_degree": D,
+            "node_key": "id",
+            "domains": {"city": CITIES},
+        }
+        s.add_graph("pg", url, table="soc.follows", nodes=url, nodes_table="soc.people", **common)
+        s.add_graph("duck", EDGES, nodes=NODES, nodes_name="people2", **common)
+        pg, duck = s.graph("pg"), s.graph("duck")
+        # statistics that do not depend on the keyed-hash order: equal on both engines
+        for q in ORDER_FREE[unit]:
+            keys = CITIES if q.kind is Kind.EDGE_ENDS_BY else None
+            got = pg._exact(q, 3, keys).values.tolist()
+            assert got == duck._exact(q, 3, keys).values.tolist(), q.kind
+        # the truncations follow each engine's keyed hash (PostgreSQL's hashint8extended
+        # chain, DuckDB's hash): PostgreSQL's statistics equal the Python references run on
+        # the order PostgreSQL itself returns for the same secret
+        for secret in (3, 2**40 + 7):
+            order = pg._run(
+                sqlgen.ordered_edges(pg._engine.capabilities, "follows", "src", "dst", secret)
+            )
+            u = np.array(order.column(0).to_pylist(), dtype=np.int64)
+            w = np.array(order.column(1).to_pylist(), dtype=np.int64)
+            assert len(u) == len(
+                {
+                    (min(a, b), max(a, b))
+                    for a, b in zip(EDGES.src, EDGES.dst, strict=True)
+                    if a != b
+                }
+            )
+            if unit == "edge":
+                top = mutual_top_d(u, w, D)
+                got = pg._exact(GraphQuery(Kind.TRIANGLES), secret).values.tolist()
+                assert got == [triangle_count(u[top], w[top])] and got[0] > 0
+            else:
+                kept = edge_addition_projection(u, w, D)
+                deg = degrees(u[kept], w[kept], 60)
+                count = pg._exact(GraphQuery(Kind.EDGE_COUNT), secret).values.tolist()
+                assert count == [int(kept.sum())]
+                hist = pg._exact(GraphQuery(Kind.DEGREE_HISTOGRAM), secret).values.tolist()
+                assert hist == [int((deg == k).sum()) for k in range(1, D + 1)]
+        answer = s.sql("SELECT COUNT(*) AS t FROM triangles(pg)", epsilon=1)
+        assert answer.columns == ["t", "t_low", "t_high"]
+        assert s.budget.spent == Epsilon(epsilon=1)
+
+
+def test_edges_and_nodes_of_two_engines_are_refused(server: PostgresServer, tmp_path: Path) -> None:
+    url = server.dsn("graph_reader")
+    with Session(budget=Epsilon(epsilon=1), ledger=tmp_path / "l.db") as s:
+        with pytest.raises(InvalidParameter, match="one engine"):
+            s.add_graph(
+                "g",
+                url,
+                table="soc.follows",
+                source_col="src",
+                target_col="dst",
+                unit="node",
+                max_degree=D,
+                nodes=NODES,
+                node_key="id",
+            )
+        with pytest.raises(InvalidParameter, match="needs table="):
+            s.add_graph("g", url, source_col="src", target_col="dst", max_degree=D)
