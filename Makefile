@@ -32,6 +32,8 @@ BENCHES := noise query anonymize compile_join server postgres bigdata spark acco
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	@for b in $(BENCHES); do echo "== $$b"; $(BIN)/python benchmarks/$$b.py || exit 1; done
+	$(BIN)/python benchmarks/graph.py --shape communities --edges 1e7 --nodes 1e6 \
+		--max-degree 10 --repeat 2 --out benchmarks/results/graph_communities.md
 	$(BIN)/python benchmarks/assemble.py
 
 # Other DP libraries, each in its own virtualenv (their pins conflict); needs PyPI.
