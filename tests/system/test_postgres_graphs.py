@@ -16,6 +16,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -92,7 +93,7 @@ def test_postgres_graphs_match_duckdb_and_the_references(
 ) -> None:
     url = server.dsn("graph_reader")
     with Session(budget=Epsilon(epsilon=10), ledger=tmp_path / "l.db") as s:
-        common = {
+        common: dict[str, Any] = {
             "source_col": "src",
             "target_col": "dst",
             "unit": unit,

@@ -12,7 +12,6 @@ answer through SQL is charged to the session's budget.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,29 +30,17 @@ from deniable.graph.projection import (
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "conformance"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _spark import local_spark
 from test_postgres_graphs import CITIES, EDGES, NODES, ORDER_FREE
+from test_spark_engine import engine, spark  # noqa: F401 (the local Spark fixtures)
 
 D = 4
 
 
-@pytest.fixture(scope="module")
-def spark() -> Any:
-    return local_spark()
-
-
-@pytest.fixture
-def engine(spark: Any) -> Iterator[Any]:
-    from deniable.engines.spark import SparkEngine
-
-    e = SparkEngine(spark)
-    yield e
-    e.close()
-
-
 @pytest.mark.parametrize("unit", ["edge", "node"])
 def test_spark_graphs_match_duckdb_and_the_references(
-    engine: Any, tmp_path: Path, unit: str
+    engine: Any,  # noqa: F811 (the fixture imported above)
+    tmp_path: Path,
+    unit: str,
 ) -> None:
     common: dict[str, Any] = {
         "source_col": "src",
