@@ -366,3 +366,24 @@ def test_sparse_integer_ids_and_repeated_node_keys(tmp_path: Path) -> None:
     con.register("nodes", nodes)
     sql = sqlgen.render(sqlgen.node_attributes("nodes", "id", "c"), DUCKDB_CAPABILITIES)
     assert sorted(con.execute(sql).fetchall()) == [(5, "p"), (7, "p")]  # one row per key
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        {"bounds": {"a": [0, 1]}},
+        {"max_rows": 2},
+        {"max_groups": 2},
+        {"split": {"n": 1}},
+        {"quantile_grid": 64},
+        {"population": True},
+    ],
+    ids=lambda o: next(iter(o)),
+)
+def test_table_options_on_a_graph_query_are_refused_not_ignored(
+    session: Session, option: dict[str, object]
+) -> None:
+    name = next(iter(option))
+    with pytest.raises(InvalidParameter, match=f"{name}= applies to table queries"):
+        session.sql("SELECT COUNT(*) FROM g_node", epsilon=0.1, **option)  # type: ignore[arg-type]
+    assert session.budget.spent == Epsilon(epsilon=0)

@@ -730,6 +730,20 @@ class Session:
         graph = graph_of(query, self._graphs)
         if graph is not None:  # a query over a registered graph (deniable.graph.sql)
             assert isinstance(query, str)
+            table_only = {
+                "split": split is not None,
+                "bounds": bounds is not None,
+                "max_groups": max_groups is not None,
+                "max_rows": max_rows is not None,
+                "quantile_grid": quantile_grid != QUANTILE_GRID,
+                "population": population,
+            }
+            given = [name for name, set_ in table_only.items() if set_]
+            if given:
+                raise InvalidParameter(
+                    f"{given[0]}= applies to table queries, not to graph {graph.info.name!r}: "
+                    "a graph's bounding is its declared max_degree; remove the option"
+                )
             return answer_graph_sql(
                 graph, query, epsilon=epsilon, rho=rho, delta=delta, level=level, analyst=analyst
             )
