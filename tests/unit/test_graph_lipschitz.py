@@ -240,3 +240,13 @@ def test_no_heavy_node_needs_no_program() -> None:
     assert lipschitz.statistic([], 3) == 0
     # a cap of 0 (D = 1) allows no triangle at all
     assert lipschitz.statistic([((1, 2, 3), 4), ((None, 2, None), 1)], 0) == 0
+
+
+def test_every_nan_id_is_one_node() -> None:
+    # NaN ≠ NaN in Python: two pattern rows naming the NaN node must still share its one
+    # constraint (the engine groups NaN ids as one node); with Δ = 3 the NaN node carries at
+    # most 3 triangles, so the program's value is at most 3 + 0 (node 1 carries the rest)
+    first, second = float("nan"), float("nan")
+    assert first is not second
+    pats: list[Pattern] = [((first, None, None), 5), ((second, 1, None), 5)]
+    assert lipschitz.statistic(pats, 3) == 3

@@ -41,8 +41,9 @@ with safety margins for rounding; per block, then summed). The released statisti
 integer) and is used only when ``U − P ≤ 1/2``; then ``P ∈ [f − 1/2, f]`` and the statistic
 lies in ``[f − 1, f + 1/2]``, so two neighbouring graphs' statistics, integers, differ by at
 most ``⌊Δ + 3/2⌋ = Δ + 1``: the sensitivity the noise is calibrated to
-(:func:`sensitivity`). If no certificate is found (a numerical failure of the solver; never seen in the tests), the query
-fails with :class:`~deniable.errors.InternalError` before anything is charged or released.
+(:func:`sensitivity`). If no certificate is found (a numerical failure of the solver; never
+seen in the tests), the query fails with :class:`~deniable.errors.InternalError` before
+anything is charged or released.
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ def statistic(patterns: Iterable[tuple[Sequence[Hashable | None], int]], cap: in
     light = 0
     merged: dict[tuple[Hashable, ...], int] = {}
     for nodes, count in patterns:
-        heavy = tuple(v for v in nodes if v is not None)
+        heavy = tuple(_node(v) for v in nodes if v is not None)
         if count <= 0:
             continue
         if not heavy:
@@ -120,6 +121,27 @@ def statistic(patterns: Iterable[tuple[Sequence[Hashable | None], int]], cap: in
     if not merged:
         return light
     return light + _certified_floor(merged, cap)
+
+
+class _NaN:
+    """The one NaN node id (the engine groups NaN ids as one node, as ``NaN = NaN`` there)."""
+
+    def __repr__(self) -> str:
+        return "NaN"
+
+
+_NAN_NODE = _NaN()
+
+
+def _node(v: Hashable) -> Hashable:
+    """``v`` as a dictionary key equal for equal node ids: every float NaN is one node.
+
+    NaN ≠ NaN in Python, so two NaN ids from two pattern rows would otherwise be two
+    constraints of ``Δ`` each — one node allowed ``2Δ``, more than the proof allows.
+    """
+    if isinstance(v, float) and math.isnan(v):
+        return _NAN_NODE
+    return v
 
 
 def _certified_floor(merged: dict[tuple[Hashable, ...], int], cap: int) -> int:
