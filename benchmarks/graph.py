@@ -125,6 +125,7 @@ def main() -> None:
     reg_time = time.perf_counter() - t0
     g_edge, g_node = session.graph("g_edge"), session.graph("g_node")
     table = g_edge._edges.name
+    ends = g_edge._ends
     caps = DUCKDB_CAPABILITIES
 
     def run_sql(tree: object) -> object:
@@ -135,13 +136,11 @@ def main() -> None:
     raw = exp.select(exp.Count(this=exp.Star())).from_(exp.Table(this=exp.to_identifier(table)))
     floors: dict[str, Callable[[], object]] = {
         "COUNT(*) of the edge rows": lambda: run_sql(raw),
-        "edge count (normalised)": lambda: run_sql(sqlgen.edge_count(table, "a", "b")),
+        "edge count (normalised)": lambda: run_sql(sqlgen.edge_count(caps, ends)),
         "degree histogram (normalised, exact)": lambda: run_sql(
-            sqlgen.clamped_degree_histogram(table, "a", "b", 10**9)
+            sqlgen.clamped_degree_histogram(caps, ends, 10**9)
         ),
-        "triangle count (normalised, exact)": lambda: run_sql(
-            sqlgen.triangle_total(table, "a", "b")
-        ),
+        "triangle count (normalised, exact)": lambda: run_sql(sqlgen.triangle_total(caps, ends)),
     }
     eps = iter(range(1, 10**6))
 
@@ -167,7 +166,7 @@ def main() -> None:
             timed(fn, times[name], cpu[name])
         # the node-level parts
         t = time.perf_counter()
-        ordered = run_sql(sqlgen.ordered_edges(caps, table, "a", "b", 12345))
+        ordered = run_sql(sqlgen.ordered_edges(caps, ends, 12345))
         parts["pull ordered edges"].append(time.perf_counter() - t)
         t = time.perf_counter()
         u_raw = ordered.column(0).to_numpy()  # type: ignore[attr-defined]
@@ -179,7 +178,7 @@ def main() -> None:
         parts["projection"].append(time.perf_counter() - t)
         # the node-level triangle count's parts
         t = time.perf_counter()
-        pat = run_sql(sqlgen.triangle_structure(table, "a", "b", lipschitz.triangle_cap(d)))
+        pat = run_sql(sqlgen.triangle_structure(caps, ends, lipschitz.triangle_cap(d)))
         tri_parts["heavy patterns (engine)"].append(time.perf_counter() - t)
         t = time.perf_counter()
         rows = list(zip(*(pat.column(i).to_pylist() for i in range(4)), strict=True))  # type: ignore[attr-defined]
@@ -187,8 +186,8 @@ def main() -> None:
             (((h1, h2, h3), c) for h1, h2, h3, c in rows), lipschitz.triangle_cap(d)
         )
         tri_parts["linear program"].append(time.perf_counter() - t)
-    simple = int(run_sql(sqlgen.edge_count(table, "a", "b")).column(0)[0].as_py())  # type: ignore[attr-defined]
-    triangles = int(run_sql(sqlgen.triangle_total(table, "a", "b")).column(0)[0].as_py())  # type: ignore[attr-defined]
+    simple = int(run_sql(sqlgen.edge_count(caps, ends)).column(0)[0].as_py())  # type: ignore[attr-defined]
+    triangles = int(run_sql(sqlgen.triangle_total(caps, ends)).column(0)[0].as_py())  # type: ignore[attr-defined]
     patterns = len(rows)
     ends = np.concatenate([u_ids, w_ids])
     deg = np.bincount(ends)

@@ -61,6 +61,7 @@ def _edges() -> pd.DataFrame:
 
 
 EDGES = _edges()
+NAMED = EDGES.astype(str).radd("né-")  # text ids (non-ASCII: NFC, then UTF-8 bytes)
 NODES = pd.DataFrame(
     {"id": np.arange(60, dtype=np.int64), "city": [CITIES[i % 3] for i in range(60)]}
 )
@@ -71,7 +72,10 @@ def server() -> Iterator[PostgresServer]:
     s = shared_server()
     load_table(s.dsn(), "follows", pa.Table.from_pandas(EDGES, preserve_index=False), schema="soc")
     load_table(s.dsn(), "people", pa.Table.from_pandas(NODES, preserve_index=False), schema="soc")
-    create_reader(s.dsn(), "graph_reader", [("soc", "follows"), ("soc", "people")])
+    load_table(s.dsn(), "named", pa.Table.from_pandas(NAMED, preserve_index=False), schema="soc")
+    create_reader(
+        s.dsn(), "graph_reader", [("soc", "follows"), ("soc", "people"), ("soc", "named")]
+    )
     yield s
     stop_shared_server()
 
@@ -113,9 +117,7 @@ def test_postgres_graphs_match_duckdb_and_the_references(
         # chain, DuckDB's hash): PostgreSQL's statistics equal the Python references run on
         # the order PostgreSQL itself returns for the same secret
         for secret in (3, 2**40 + 7):
-            order = pg._run(
-                sqlgen.ordered_edges(pg._engine.capabilities, "follows", "src", "dst", secret)
-            )
+            order = pg._run(sqlgen.ordered_edges(pg._engine.capabilities, pg._ends, secret))
             u = np.array(order.column(0).to_pylist(), dtype=np.int64)
             w = np.array(order.column(1).to_pylist(), dtype=np.int64)
             assert len(u) == len(
@@ -158,3 +160,25 @@ def test_edges_and_nodes_of_two_engines_are_refused(server: PostgresServer, tmp_
             )
         with pytest.raises(InvalidParameter, match="needs table="):
             s.add_graph("g", url, source_col="src", target_col="dst", max_degree=D)
+
+
+def test_text_ids_match_duckdb(server: PostgresServer, tmp_path: Path) -> None:
+    url = server.dsn("graph_reader")
+    with Session(budget=Epsilon(epsilon=10), ledger=tmp_path / "l.db") as s:
+        for unit in ("edge", "node"):
+            common: dict[str, Any] = {
+                "source_col": "src",
+                "target_col": "dst",
+                "unit": unit,
+                "max_degree": D,
+            }
+            s.add_graph(f"pg_{unit}", url, table="soc.named", **common)
+            s.add_graph(f"duck_{unit}", NAMED, **common)
+        for unit, q in (
+            ("edge", GraphQuery(Kind.EDGE_COUNT)),
+            ("edge", GraphQuery(Kind.DEGREE_HISTOGRAM)),
+            ("node", GraphQuery(Kind.TRIANGLES)),
+        ):
+            got = s.graph(f"pg_{unit}")._exact(q, 3).values.tolist()
+            assert got == s.graph(f"duck_{unit}")._exact(q, 3).values.tolist(), q.kind
+        assert s.graph("duck_node")._exact(GraphQuery(Kind.TRIANGLES), 3).values.tolist()[0] > 0

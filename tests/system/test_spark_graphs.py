@@ -62,7 +62,7 @@ def test_spark_graphs_match_duckdb_and_the_references(
             keys = CITIES if q.kind is Kind.EDGE_ENDS_BY else None
             assert sg._exact(q, 3, keys).values.tolist() == dg._exact(q, 3, keys).values.tolist()
         secret = 2**40 + 7
-        tree = sqlgen.ordered_edges(engine.capabilities, sg._edges.name, "src", "dst", secret)
+        tree = sqlgen.ordered_edges(engine.capabilities, sg._ends, secret)
         order = sg._run(tree)
         u = np.array(order.column(0).to_pylist(), dtype=np.int64)
         w = np.array(order.column(1).to_pylist(), dtype=np.int64)

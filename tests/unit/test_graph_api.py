@@ -100,7 +100,7 @@ def test_edge_level_exact_statistics(session: Session) -> None:
 def test_engine_truncations_match_the_python_references(session: Session, secret: int) -> None:
     # The edge order the engine uses for the secret, then the references on that order.
     g = session.graph("g_node")
-    table = g._run(sqlgen.ordered_edges(DUCKDB_CAPABILITIES, g._edges.name, "a", "b", secret))
+    table = g._run(sqlgen.ordered_edges(DUCKDB_CAPABILITIES, g._ends, secret))
     u = np.array(table.column(0).to_pylist(), dtype=np.int64)
     w = np.array(table.column(1).to_pylist(), dtype=np.int64)
     kept = edge_addition_projection(u, w, 2)
@@ -342,7 +342,7 @@ def test_the_engine_returns_edges_in_the_stable_order(tmp_path: Path) -> None:
     with _session(tmp_path) as s:
         s.add_graph("g", frame, source_col="a", target_col="b", unit="node", max_degree=3)
         g = s.graph("g")
-        tree = sqlgen.ordered_edges(DUCKDB_CAPABILITIES, g._edges.name, "a", "b", 77)
+        tree = sqlgen.ordered_edges(DUCKDB_CAPABILITIES, g._ends, 77)
         got = g._run(tree)
         keyed = tree.copy()
         keyed.set("order", None)
@@ -364,7 +364,16 @@ def test_sparse_integer_ids_and_repeated_node_keys(tmp_path: Path) -> None:
 
     con = duckdb.connect()
     con.register("nodes", nodes)
-    sql = sqlgen.render(sqlgen.node_attributes("nodes", "id", "c"), DUCKDB_CAPABILITIES)
+    sql = sqlgen.render(
+        sqlgen.node_attributes(
+            DUCKDB_CAPABILITIES,
+            "nodes",
+            sqlgen.node_column("id", "BIGINT"),
+            "c",
+            sqlgen.IdMode.INTEGER,
+        ),
+        DUCKDB_CAPABILITIES,
+    )
     assert sorted(con.execute(sql).fetchall()) == [(5, "p"), (7, "p")]  # one row per key
 
 

@@ -120,18 +120,20 @@ def test_graph_objects_given_to_analysts_have_no_public_unnoised_path(tmp_path: 
         s.close()
 
 
-def test_node_level_treats_a_nan_id_as_one_node_like_the_engine(tmp_path: Path) -> None:
-    # Float ids with NaN: the engine keeps NaN as a value (NaN = NaN), so NaN is one node at
-    # edge level. The node-level path used to map NaN to pandas' sentinel −1 and raise a
-    # ValueError after the projection, before the charge — a free error whose occurrence
-    # depended on the private edges (whether an edge at NaN was kept).
+def test_a_nan_id_names_no_node_at_either_level(tmp_path: Path) -> None:
+    # Float ids with NaN. The node-level path once mapped NaN to pandas' sentinel −1 and
+    # raised after the projection, before the charge — a free error whose occurrence
+    # depended on the private edges; later NaN was one node, but NaN ≠ NaN in Python split
+    # it across the triangle program's rows. Node ids are now canonical in the engine, as
+    # privacy units are for tables: NaN identifies no node (its rows are dropped like rows
+    # with a NULL end) and -0.0 is 0.0.
     import pyarrow as pa
 
     from deniable.accounting.loss import Epsilon
     from deniable.graph import GraphQuery, Kind
 
     nan = float("nan")
-    table = pa.table({"a": [1.0, 2.0, nan, 3.0, nan], "b": [2.0, 3.0, 1.0, nan, nan]})
+    table = pa.table({"a": [1.0, 2.0, nan, 3.0, nan, -0.0], "b": [2.0, 3.0, 1.0, nan, nan, 1.0]})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyWarning)
         s = Session(budget=Epsilon(epsilon=10), ledger=tmp_path / "l.db", source=SeededRandom(1))
@@ -139,12 +141,88 @@ def test_node_level_treats_a_nan_id_as_one_node_like_the_engine(tmp_path: Path) 
         for unit in ("edge", "node"):
             s.add_graph(f"g_{unit}", table, source_col="a", target_col="b", unit=unit, max_degree=9)
         q = GraphQuery(Kind.EDGE_COUNT)
-        # 4 edges: {1,2}, {2,3}, {1,NaN}, {3,NaN}; (NaN, NaN) is a self-loop
-        assert s.graph("g_edge")._exact(q, 3).values.tolist() == [4]
-        assert s.graph("g_node")._exact(q, 3).values.tolist() == [4]  # D = 9 keeps all
+        # 3 edges: {1,2}, {2,3}, {0,1}; every row with a NaN end is dropped
+        assert s.graph("g_edge")._exact(q, 3).values.tolist() == [3]
+        assert s.graph("g_node")._exact(q, 3).values.tolist() == [3]  # D = 9 keeps all
         hist = s.graph("g_node")._exact(GraphQuery(Kind.DEGREE_HISTOGRAM), 3).values.tolist()
-        assert hist[:3] == [0, 4, 0]  # every node (NaN included) has degree 2
+        assert hist[:3] == [2, 2, 0]  # 0 and 3 have degree 1; 1 and 2 degree 2
         answer = s.graph("g_node").edge_count(epsilon=1)
         assert answer.metadata.charge_id is not None
+    finally:
+        s.close()
+
+
+def _collated_graph() -> object:
+    """A DuckDB connection whose edge columns compare case-insensitively (COLLATE NOCASE)."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE g (a VARCHAR COLLATE NOCASE, b VARCHAR COLLATE NOCASE)")
+    rows = []
+    for i, hub in enumerate(["hub", "HUB", "Hub", "hUb"]):  # one node to the engine's '='
+        k = f"k{i}"
+        for j in range(4):
+            c = f"c{i}_{j}"
+            rows += [(hub, k), (hub, c), (k, c)]
+    con.executemany("INSERT INTO g VALUES (?, ?)", rows)
+    con.execute("CREATE VIEW ge AS SELECT * FROM g")  # a connection's tables are bound by
+    con.execute("CREATE VIEW gn AS SELECT * FROM g")  # the graph's name
+    return con
+
+
+def test_node_ids_compare_byte_for_byte_in_the_engine_and_in_python(tmp_path: Path) -> None:
+    # Review finding: with a case-insensitive collation the engine made 'hub' and 'HUB' one
+    # node while Python (the triangle program, the projection) saw two, so that node got a
+    # triangle budget per spelling — a release moving by several times its sensitivity.
+    # Node ids are now the UTF-8 bytes of their NFC text in the engine: every spelling is
+    # its own node everywhere, and the engine's statistics equal the byte-wise references.
+    from deniable.accounting.loss import Epsilon
+    from deniable.graph import GraphQuery, Kind, lipschitz, sqlgen
+    from deniable.graph.projection import triangle_count
+
+    con = _collated_graph()
+    rows = con.execute("SELECT a, b FROM g").fetchall()  # type: ignore[attr-defined]
+    pairs = {(min(a, b), max(a, b)) for a, b in rows if a != b}
+    u = [p[0] for p in pairs]
+    w = [p[1] for p in pairs]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)
+        s = Session(budget=Epsilon(epsilon=10), ledger=tmp_path / "l.db", source=SeededRandom(1))
+    try:
+        s.add_graph("ge", con, source_col="a", target_col="b", unit="edge", max_degree=50)
+        s.add_graph("gn", con, source_col="a", target_col="b", unit="node", max_degree=3)
+        edge, node = s.graph("ge"), s.graph("gn")
+        assert edge._exact(GraphQuery(Kind.EDGE_COUNT), 1).values.tolist() == [len(pairs)]
+        assert edge._exact(GraphQuery(Kind.TRIANGLES), 1).values.tolist() == [triangle_count(u, w)]
+        # the triangle program sees four hubs, each allowed Δ = 3 triangles of its four
+        patterns = node._run(sqlgen.triangle_structure(node._engine.capabilities, node._ends, 3))
+        hubs = {h for h in patterns.column(0).to_pylist() + patterns.column(1).to_pylist() if h}
+        assert len({h for h in hubs if h.lower() == b"hub"}) == 4
+        assert node._exact(GraphQuery(Kind.TRIANGLES), 1).values.tolist() == [12]
+        assert lipschitz.sensitivity(3) == 4
+    finally:
+        s.close()
+
+
+def test_list_node_ids_are_compared_as_text_not_hashed_in_python(tmp_path: Path) -> None:
+    # Review finding: LIST ids reached Python as lists, and the triangle program raised
+    # TypeError (unhashable) before the charge only when some node was heavy — a free bit
+    # about the data. Non-scalar ids are now compared as the bytes of their text.
+    import duckdb
+
+    from deniable.accounting.loss import Epsilon
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE g (a INTEGER[], b INTEGER[])")
+    k6 = [([i], [j]) for i in range(6) for j in range(i + 1, 6)]  # every node in 10 triangles
+    con.executemany("INSERT INTO g VALUES (?, ?)", k6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)
+        s = Session(budget=Epsilon(epsilon=10), ledger=tmp_path / "l.db", source=SeededRandom(1))
+    try:
+        s.add_graph("g", con, source_col="a", target_col="b", unit="node", max_degree=2)
+        answer = s.graph("g").triangle_count(epsilon=1)
+        assert answer.metadata.charge_id is not None
+        assert s.budget.spent == Epsilon(epsilon=1)
     finally:
         s.close()

@@ -98,6 +98,9 @@ class Capabilities:
         wide_integer: an exact integer type of at least 127 bits whose integer division
             (sqlglot's ``IntDiv``) truncates towards zero and stays exact: ``HUGEINT`` in
             DuckDB (its DECIMAL division is a double), ``DECIMAL(38, 0)`` elsewhere.
+        utf8_bytes: the UTF-8 bytes of a text, as the engine's binary type (BLOB, bytea,
+            BINARY): values compared, grouped and hashed byte for byte, whatever the text's
+            collation (graph node ids, :func:`deniable.graph.sqlgen.node_id`).
     """
 
     dialect: str
@@ -117,6 +120,11 @@ class Capabilities:
     wide_packing: bool = False
     wide_bitwise: bool = True
     repartition_by_unit: bool = False
+    utf8_bytes: str | Unary = "encode"
+
+    def bytes_of(self, text: exp.Expression) -> exp.Expression:
+        """The UTF-8 bytes of ``text`` (see :attr:`utf8_bytes`)."""
+        return _call1(self.utf8_bytes, text)
 
     def hash(self, value: exp.Expression) -> exp.Expression:
         """The engine's 64-bit hash of ``value`` (see :attr:`hash_function`)."""
@@ -174,6 +182,14 @@ def _postgres_is_nan(value: exp.Expression) -> exp.Expression:
     return exp.EQ(this=value, expression=nan)
 
 
+def _postgres_bytes(text: exp.Expression) -> exp.Expression:
+    return exp.Anonymous(this="convert_to", expressions=[text, exp.Literal.string("UTF8")])
+
+
+def _spark_bytes(text: exp.Expression) -> exp.Expression:
+    return exp.Anonymous(this="encode", expressions=[text, exp.Literal.string("UTF-8")])
+
+
 def _normalize_nfc(text: exp.Expression) -> exp.Expression:
     return exp.Normalize(this=text, form=exp.var("NFC"))
 
@@ -207,6 +223,7 @@ POSTGRES_CAPABILITIES = Capabilities(
     unsigned_hash=False,
     wide_sum=True,
     wide_bitwise=False,
+    utf8_bytes=_postgres_bytes,
 )
 """PostgreSQL (13+): ``hashtextextended`` of the text (BIGINT), ``#``, ``EXISTS``,
 ``normalize(…, NFC)``, NUMERIC sums; no TRY, so row predicates that could raise are refused."""
@@ -225,6 +242,7 @@ SPARK_CAPABILITIES = Capabilities(
     try_arithmetic=True,
     pack_counts=False,
     repartition_by_unit=True,
+    utf8_bytes=_spark_bytes,
 )
 """Spark SQL (3.3+): ``xxhash64`` (BIGINT), ``^``, LEFT SEMI JOIN, ``try_*`` arithmetic,
 DECIMAL(38, 0) sums; no NFC normalisation, so text privacy units are refused."""

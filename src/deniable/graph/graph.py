@@ -36,7 +36,7 @@ from sqlglot import exp
 
 from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
 from deniable.engines.base import Engine, TableBinding
-from deniable.errors import BudgetExceeded, InvalidParameter
+from deniable.errors import BudgetExceeded, InvalidParameter, UnsafeQuery
 from deniable.graph import lipschitz, sqlgen
 from deniable.graph.projection import edge_addition_projection
 from deniable.graph.queries import (
@@ -54,6 +54,7 @@ from deniable.mechanisms import Release, discrete_gaussian, geometric
 from deniable.noise.exact import positive_fraction
 from deniable.noise.source import RandomSource, resolve
 from deniable.query.answer import Answer, AnswerMetadata, loss_to_json, show_loss, zero_like
+from deniable.query.catalog import Column
 
 MAX_DOMAIN = 10_000
 """Most values of a node attribute that an edge count by attribute may output."""
@@ -131,6 +132,12 @@ class Graph:
         self._analyst = analyst
         self._kind = budget_kind
         self._source = source
+        self._node_key = None
+        if nodes is not None and info.node_key is not None:
+            self._node_key = sqlgen.node_column(info.node_key, dict(nodes.columns)[info.node_key])
+        self._ends = sqlgen.Ends.of(
+            edges.name, dict(edges.columns), info.source_col, info.target_col, self._node_key
+        )
 
     # -- the Python API --------------------------------------------------------------------
 
@@ -295,26 +302,26 @@ class Graph:
         """
         info = self.info
         caps = self._engine.capabilities
-        a, b, edges, d = info.source_col, info.target_col, self._edges.name, info.max_degree
+        ends, d = self._ends, info.max_degree
         kind = query.kind
         if info.unit == "node":
             return self._node_level(query, secret, keys)
         if kind is Kind.EDGE_COUNT:
-            return Exact([None], self._scalar(sqlgen.edge_count(edges, a, b)))
+            return Exact([None], self._scalar(sqlgen.edge_count(caps, ends)))
         if kind is Kind.DEGREE_AT_LEAST:
             assert query.threshold is not None
-            tree = sqlgen.nodes_with_degree_at_least(edges, a, b, query.threshold)
+            tree = sqlgen.nodes_with_degree_at_least(caps, ends, query.threshold)
             return Exact([None], self._scalar(tree))
         if kind is Kind.TRIANGLES:
-            tree = sqlgen.triangles_mutual_top_d(caps, edges, a, b, d, secret)
+            tree = sqlgen.triangles_mutual_top_d(caps, ends, d, secret)
             return Exact([None], self._scalar(tree))
         if kind is Kind.DEGREE_HISTOGRAM:
-            table = self._run(sqlgen.clamped_degree_histogram(edges, a, b, d))
+            table = self._run(sqlgen.clamped_degree_histogram(caps, ends, d))
             return _by_key(table, list(range(1, d + 1)))
         assert query.attribute is not None and self._nodes is not None and keys is not None
-        assert info.node_key is not None
+        assert self._node_key is not None
         tree = sqlgen.edge_ends_by_attribute(
-            edges, a, b, self._nodes.name, info.node_key, query.attribute
+            caps, ends, self._nodes.name, self._node_key, query.attribute
         )
         return _by_key(self._run(tree), list(keys))
 
@@ -324,17 +331,11 @@ class Graph:
         d = info.max_degree
         if query.kind is Kind.TRIANGLES:  # no projection: deniable.graph.lipschitz
             cap = lipschitz.triangle_cap(d)
-            tree = sqlgen.triangle_structure(
-                self._edges.name, info.source_col, info.target_col, cap
-            )
-            table = self._run(tree)
+            table = self._run(sqlgen.triangle_structure(caps, self._ends, cap))
             rows = zip(*(table.column(i).to_pylist() for i in range(4)), strict=True)
             value = lipschitz.statistic((((h1, h2, h3), n) for h1, h2, h3, n in rows), cap)
             return Exact([None], np.array([value], dtype=np.int64))
-        tree = sqlgen.ordered_edges(
-            caps, self._edges.name, info.source_col, info.target_col, secret
-        )
-        table = self._run(tree)
+        table = self._run(sqlgen.ordered_edges(caps, self._ends, secret))
         u_raw = table.column(0).to_numpy(zero_copy_only=False)
         w_raw = table.column(1).to_numpy(zero_copy_only=False)
         u, w, lookup = _dense_ids(u_raw, w_raw)
@@ -351,8 +352,11 @@ class Graph:
             hist = np.bincount(deg, minlength=d + 1)[1 : d + 1]
             return Exact(list(range(1, d + 1)), hist.astype(np.int64))
         assert kind is Kind.EDGE_ENDS_BY and keys is not None and self._nodes is not None
-        assert info.node_key is not None and query.attribute is not None
-        attrs = self._run(sqlgen.node_attributes(self._nodes.name, info.node_key, query.attribute))
+        assert self._node_key is not None and query.attribute is not None
+        tree = sqlgen.node_attributes(
+            caps, self._nodes.name, self._node_key, query.attribute, self._ends.mode
+        )
+        attrs = self._run(tree)
         node_ids = attrs.column(0).to_numpy(zero_copy_only=False)
         groups = attrs.column(1).to_pylist()
         where = lookup(node_ids)
@@ -571,6 +575,27 @@ def _dense_ids(
     return codes[:m].astype(np.int64), codes[m:].astype(np.int64), factorised
 
 
+def _checked_ids(
+    engine: Engine,
+    edges: TableBinding,
+    source_col: str,
+    target_col: str,
+    key: Column | None,
+) -> sqlgen.IdMode:
+    """The id mode of a graph's columns, refusing ids the engine cannot compare safely.
+
+    Raises:
+        InvalidParameter: text ids on an engine without NFC normalisation (Spark).
+    """
+    ends = sqlgen.Ends.of(edges.name, dict(edges.columns), source_col, target_col, key)
+    try:
+        for column in (ends.source, ends.target, *([] if key is None else [key])):
+            sqlgen.node_id(engine.capabilities, column, ends.mode)
+    except UnsafeQuery as e:
+        raise InvalidParameter(str(e)) from None
+    return ends.mode
+
+
 def _by_key(table: pa.Table, keys: list[object]) -> Exact:
     """Per-key exact counts in the order of ``keys`` (missing keys are 0, others dropped)."""
     slot = {k: i for i, k in enumerate(keys)}
@@ -620,7 +645,9 @@ def register(
     node_columns: tuple[str, ...] = ()
     if (nodes is None) != (node_key is None):
         raise InvalidParameter("give both nodes=… and node_key=…, or neither")
-    if nodes is not None:
+    if nodes is None:
+        _checked_ids(engine, edges, source_col, target_col, None)
+    else:
         node_columns = tuple(c for c, _ in nodes.columns)
         if node_key not in node_columns:
             raise InvalidParameter(f"node_key {node_key!r} is not a column of the node table")
@@ -630,9 +657,11 @@ def register(
                 "register both from files or DataFrames, or both from the same connection"
             )
         assert node_key is not None
-        profile = engine.run(
-            nodes, sqlgen.render(sqlgen.key_profile(nodes.name, node_key), engine.capabilities)
-        )
+        key = sqlgen.node_column(node_key, dict(nodes.columns)[node_key])
+        mode = _checked_ids(engine, edges, source_col, target_col, key)
+        caps = engine.capabilities
+        tree = sqlgen.key_profile(caps, nodes.name, key, mode)
+        profile = engine.run(nodes, sqlgen.render(tree, caps))
         rows, distinct, non_null = (int(profile.column(i)[0].as_py()) for i in range(3))
         if not rows == distinct == non_null:
             raise InvalidParameter(

@@ -164,7 +164,8 @@ def policies(
             f"node-level triangles (Lipschitz extension, Kasiviswanathan et al. 2013): no "
             f"edge is dropped; the count is the value of a linear program that weights each "
             f"triangle in [0, 1] so that no node carries more than {cap} = {d}·{d - 1}/2 "
-            f"triangles, rounded down within 3/2 of it; it equals the triangle count when "
+            f"triangles, certified to the nearest integer (within 1 below and 1/2 above "
+            f"the program's value); it equals the triangle count when "
             f"every node lies in at most {cap} triangles (always when degrees are at most "
             f"{d}) and is lower where nodes carry more"
         )

@@ -4,7 +4,13 @@ No SQL is built from strings: identifiers come from :func:`deniable.sqlnames.ide
 the keyed hash from the query compiler's chain (the same pseudo-random order the table
 queries use), and the engine's :class:`~deniable.engines.base.Capabilities` decide the
 dialect. Every statement starts from the *normalised* edge set ``__e(u, w)``: distinct
-unordered pairs of distinct, non-NULL ends, ``u < w``.
+unordered pairs of distinct, non-NULL ends, ``u < w``, each end being its node's *identity*
+(:func:`node_id`): an integer id as it is, any other id as the UTF-8 bytes of its canonical
+text (NFC; reals with ``-0.0`` as ``0.0`` and NaN as NULL, as for privacy units). Bytes
+compare, group and hash byte for byte in every engine and in Python, whatever the column's
+collation: a case-insensitive column cannot make one engine node two Python nodes (which
+would multiply its degree or triangle budget), and the keyed hash of an edge never depends
+on which spelling the engine kept.
 
 The statements return exact aggregates (no noise): internal to the release path of
 :mod:`deniable.graph.graph`, which charges the ledger before anything computed from them
@@ -13,9 +19,15 @@ leaves.
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+
 from sqlglot import exp
 
 from deniable.engines.base import Capabilities
+from deniable.errors import UnsafeQuery
+from deniable.query.catalog import Column, ColumnKind, kind_of
 from deniable.query.rewrite.compile import keyed_hash
 from deniable.sqlnames import identifier
 
@@ -26,6 +38,103 @@ RANKED = "__r"
 KEPT = "__k"
 DEGREES = "__d"
 NODES = "__n"
+
+
+class IdMode(enum.Enum):
+    """How node ids are compared: the common type of the end columns and the node key."""
+
+    INTEGER = "integer"  # all integer columns: ids as they are
+    REAL = "real"  # numbers, some real: doubles, NaN as NULL and -0.0 as 0.0
+    BYTES = "bytes"  # anything else: the UTF-8 bytes of the canonical (NFC) text
+
+
+def id_mode(*columns: Column) -> IdMode:
+    """The :class:`IdMode` that compares values of all ``columns`` alike."""
+    kinds = {c.kind for c in columns}
+    if kinds == {ColumnKind.INTEGER}:
+        return IdMode.INTEGER
+    if kinds <= {ColumnKind.INTEGER, ColumnKind.REAL}:
+        return IdMode.REAL
+    return IdMode.BYTES
+
+
+@dataclass(frozen=True)
+class Ends:
+    """An edge table as the statements read it: its name, its two end columns, the id mode.
+
+    Attributes:
+        table: the edge table's name in ``FROM``.
+        source: the column of one end (name, engine type, kind).
+        target: the column of the other end.
+        mode: how node ids compare (:func:`id_mode` of the ends and the node key).
+    """
+
+    table: str
+    source: Column
+    target: Column
+    mode: IdMode
+
+    @classmethod
+    def of(
+        cls,
+        table: str,
+        columns: Mapping[str, str],
+        source: str,
+        target: str,
+        node_key: Column | None = None,
+    ) -> Ends:
+        """From the edge table's ``{column: engine type}``, its end columns and the node key."""
+        a, b = node_column(source, columns[source]), node_column(target, columns[target])
+        return cls(table, a, b, id_mode(a, b, *([] if node_key is None else [node_key])))
+
+
+def node_column(name: str, sql_type: str) -> Column:
+    """A node id column (an end column or a node table's key) with its kind."""
+    return Column(name, sql_type, kind_of(sql_type))
+
+
+def node_id(caps: Capabilities, column: Column, mode: IdMode) -> exp.Expression:
+    """The identity of the node a value of ``column`` names (module docstring).
+
+    Raises:
+        UnsafeQuery: the ids are text (or of another non-numeric type) and the engine cannot
+            normalise text to NFC (Spark), so one node could be spelled two ways.
+    """
+    col = _col(column.name)
+    if mode is IdMode.INTEGER:
+        return col
+    if mode is IdMode.REAL:
+        return _real(caps, col)
+    kind = column.kind
+    if kind is ColumnKind.INTEGER:
+        return caps.bytes_of(exp.Cast(this=col, to=exp.DataType.build("VARCHAR")))
+    if kind is ColumnKind.REAL:
+        real = _real(caps, col)
+        return caps.bytes_of(exp.Cast(this=real, to=exp.DataType.build("VARCHAR")))
+    text = col if kind is ColumnKind.TEXT else exp.Cast(this=col, to=exp.DataType.build("VARCHAR"))
+    normal = caps.nfc(text)
+    if normal is None:
+        if kind in (ColumnKind.TEXT, ColumnKind.OTHER):
+            raise UnsafeQuery(
+                f"this engine ({caps.dialect}) has no Unicode NFC normalisation, so node id "
+                f"column {column.name!r} ({column.sql_type}) could count one node as two; use "
+                "integer node ids on this engine"
+            )
+        return caps.bytes_of(text)  # booleans and dates render as ASCII
+    return caps.bytes_of(normal)
+
+
+def _real(caps: Capabilities, col: exp.Expression) -> exp.Expression:
+    """``col`` as a double, NaN as NULL (no node) and ``-0.0`` as ``0.0`` (one node)."""
+    x = exp.Cast(this=col, to=exp.DataType.build("DOUBLE"))
+    zero = exp.Cast(this=exp.Literal.number(0), to=exp.DataType.build("DOUBLE"))
+    return exp.Case(
+        ifs=[
+            exp.If(this=caps.is_nan_test(x.copy()), true=exp.Null()),
+            exp.If(this=exp.EQ(this=x.copy(), expression=zero.copy()), true=zero),
+        ],
+        default=x.copy(),
+    )
 
 
 def _col(name: str, table: str | None = None) -> exp.Column:
@@ -51,13 +160,14 @@ def _count() -> exp.Count:
     return exp.Count(this=exp.Star())
 
 
-def normalised_edges(table: str, source: str, target: str) -> exp.Select:
+def normalised_edges(caps: Capabilities, ends: Ends) -> exp.Select:
     """``SELECT DISTINCT LEAST(a, b) AS u, GREATEST(a, b) AS w FROM table WHERE …``.
 
-    Rows with a NULL end and self-loops are dropped; both orientations of a pair and
-    duplicates become one edge (simple undirected graph).
+    ``a`` and ``b`` are the ends' node identities (:func:`node_id`). Rows with a NULL end
+    and self-loops are dropped; both orientations of a pair and duplicates become one edge
+    (simple undirected graph).
     """
-    a, b = _col(source), _col(target)
+    a, b = node_id(caps, ends.source, ends.mode), node_id(caps, ends.target, ends.mode)
     where = exp.and_(
         exp.Not(this=exp.Is(this=a.copy(), expression=exp.Null())),
         exp.Not(this=exp.Is(this=b.copy(), expression=exp.Null())),
@@ -69,20 +179,19 @@ def normalised_edges(table: str, source: str, target: str) -> exp.Select:
             _alias(exp.Greatest(this=a.copy(), expressions=[b.copy()]), "w"),
         )
         .distinct()
-        .from_(_table(table))
+        .from_(_table(ends.table))
         .where(where)
     )
 
 
 def _with(
     query: exp.Select,
-    table: str,
-    source: str,
-    target: str,
+    caps: Capabilities,
+    ends: Ends,
     *ctes: tuple[str, exp.Expression],
 ) -> exp.Select:
     """``WITH __e AS (normalised edges), ctes… query`` (common table expressions in order)."""
-    out = query.with_(identifier(EDGES), as_=normalised_edges(table, source, target))
+    out = query.with_(identifier(EDGES), as_=normalised_edges(caps, ends))
     for name, body in ctes:
         out = out.with_(identifier(name), as_=body)
     return out
@@ -109,35 +218,33 @@ def render(tree: exp.Expression, caps: Capabilities) -> str:
     return str(tree.sql(dialect=caps.dialect))
 
 
-def edge_count(table: str, source: str, target: str) -> exp.Select:
+def edge_count(caps: Capabilities, ends: Ends) -> exp.Select:
     """``COUNT(*)`` of the normalised edges (one column ``n``)."""
-    return _with(exp.select(_alias(_count(), "n")).from_(_table(EDGES)), table, source, target)
+    return _with(exp.select(_alias(_count(), "n")).from_(_table(EDGES)), caps, ends)
 
 
-def clamped_degree_histogram(table: str, source: str, target: str, max_degree: int) -> exp.Select:
+def clamped_degree_histogram(caps: Capabilities, ends: Ends, max_degree: int) -> exp.Select:
     """Nodes per clamped degree ``LEAST(degree, D)``: columns ``b`` (1..D) and ``n``."""
     b = exp.Least(this=_col("d"), expressions=[_int(max_degree)])
     q = exp.select(_alias(b, "b"), _alias(_count(), "n")).from_(_table(DEGREES)).group_by(b.copy())
-    return _with(q, table, source, target, (DEGREES, _degrees()))
+    return _with(q, caps, ends, (DEGREES, _degrees()))
 
 
-def nodes_with_degree_at_least(table: str, source: str, target: str, d: int) -> exp.Select:
+def nodes_with_degree_at_least(caps: Capabilities, ends: Ends, d: int) -> exp.Select:
     """Nodes whose (true) degree is at least ``d`` (one column ``n``)."""
     q = (
         exp.select(_alias(_count(), "n"))
         .from_(_table(DEGREES))
         .where(exp.GTE(this=_col("d"), expression=_int(d)))
     )
-    return _with(q, table, source, target, (DEGREES, _degrees()))
+    return _with(q, caps, ends, (DEGREES, _degrees()))
 
 
 def _order_hash(caps: Capabilities, key: int) -> exp.Expression:
     return keyed_hash(caps, key, ["u", "w"])
 
 
-def triangles_mutual_top_d(
-    caps: Capabilities, table: str, source: str, target: str, max_degree: int, key: int
-) -> exp.Select:
+def triangles_mutual_top_d(caps: Capabilities, ends: Ends, max_degree: int, key: int) -> exp.Select:
     """Triangles of the mutual top-``D`` truncation (one column ``n``).
 
     Every edge end ranks its node's edges by ``(keyed hash, u, w)``; an edge is kept iff its
@@ -147,7 +254,7 @@ def triangles_mutual_top_d(
     hashed = exp.select(_col("u"), _col("w"), _alias(_order_hash(caps, key), "h")).from_(
         _table(EDGES)
     )
-    ends = exp.union(
+    both = exp.union(
         exp.select(_alias(_col("u"), "x"), _col("u"), _col("w"), _col("h")).from_(_table(HASHED)),
         exp.select(_alias(_col("w"), "x"), _col("u"), _col("w"), _col("h")).from_(_table(HASHED)),
         distinct=False,
@@ -160,7 +267,7 @@ def triangles_mutual_top_d(
         ),
     )
     ranked = exp.select(_col("u"), _col("w"), _alias(rank, "r")).from_(
-        exp.Subquery(this=ends, alias=exp.TableAlias(this=identifier(ENDS)))
+        exp.Subquery(this=both, alias=exp.TableAlias(this=identifier(ENDS)))
     )
     kept = (
         exp.select(_col("u"), _col("w"))
@@ -176,15 +283,14 @@ def triangles_mutual_top_d(
         apex="u",
         end="w",
     )
-    return _with(q, table, source, target, (HASHED, hashed), (RANKED, ranked), (KEPT, kept))
+    return _with(q, caps, ends, (HASHED, hashed), (RANKED, ranked), (KEPT, kept))
 
 
 def edge_ends_by_attribute(
-    table: str,
-    source: str,
-    target: str,
+    caps: Capabilities,
+    ends: Ends,
     nodes: str,
-    node_key: str,
+    node_key: Column,
     attribute: str,
 ) -> exp.Select:
     """Edge ends per node attribute value: columns ``g`` (the value) and ``n``.
@@ -199,17 +305,17 @@ def edge_ends_by_attribute(
         .from_(exp.Subquery(this=_ends(), alias=exp.TableAlias(this=identifier(ENDS))))
         .join(
             exp.Subquery(
-                this=node_attributes(nodes, node_key, attribute),
+                this=node_attributes(caps, nodes, node_key, attribute, ends.mode),
                 alias=exp.TableAlias(this=identifier(NODES)),
             ),
             on=exp.EQ(this=_col("k", NODES), expression=_col("x", ENDS)),
         )
         .group_by(_col("g", NODES))
     )
-    return _with(q, table, source, target)
+    return _with(q, caps, ends)
 
 
-def ordered_edges(caps: Capabilities, table: str, source: str, target: str, key: int) -> exp.Select:
+def ordered_edges(caps: Capabilities, ends: Ends, key: int) -> exp.Select:
     """The normalised edges ``(u, w)`` in the stable order ``(keyed hash, u, w)``.
 
     The input of the node-level projection, which is sequential and runs in Python.
@@ -223,26 +329,33 @@ def ordered_edges(caps: Capabilities, table: str, source: str, target: str, key:
             exp.Ordered(this=_col("w")),
         )
     )
-    return _with(q, table, source, target)
+    return _with(q, caps, ends)
 
 
-def node_attributes(nodes: str, node_key: str, attribute: str) -> exp.Select:
-    """``SELECT key AS k, MIN(attribute) AS g FROM nodes GROUP BY key``: one row per node.
+def node_attributes(
+    caps: Capabilities, nodes: str, node_key: Column, attribute: str, mode: IdMode
+) -> exp.Select:
+    """``SELECT id(key) AS k, MIN(attribute) AS g FROM nodes GROUP BY id(key)``: one row per node.
 
-    The key is unique when the graph is registered; the aggregation keeps one row per key
-    even if the source changes afterwards (a deterministic per-node choice).
+    ``id`` is the node identity (:func:`node_id`), so keys match the edges' ends. The key is
+    unique when the graph is registered; the aggregation keeps one row per node even if the
+    source changes afterwards (a deterministic per-node choice).
     """
+    k = node_id(caps, node_key, mode)
     return (
-        exp.select(_alias(_col(node_key), "k"), _alias(exp.Min(this=_col(attribute)), "g"))
+        exp.select(_alias(k, "k"), _alias(exp.Min(this=_col(attribute)), "g"))
         .from_(_table(nodes))
-        .where(exp.Not(this=exp.Is(this=_col(node_key), expression=exp.Null())))
-        .group_by(_col(node_key))
+        .where(exp.Not(this=exp.Is(this=k.copy(), expression=exp.Null())))
+        .group_by(k.copy())
     )
 
 
-def key_profile(nodes: str, node_key: str) -> exp.Select:
-    """Rows, distinct keys and non-NULL keys of the node table (a registration check)."""
-    k = _col(node_key)
+def key_profile(caps: Capabilities, nodes: str, node_key: Column, mode: IdMode) -> exp.Select:
+    """Rows, distinct node identities and non-NULL ones of the node table.
+
+    A registration check (:func:`node_id`); nothing is released.
+    """
+    k = node_id(caps, node_key, mode)
     return exp.select(
         _count(),
         exp.Count(this=exp.Distinct(expressions=[k.copy()])),
@@ -333,7 +446,7 @@ def _close_wedges(
     )
 
 
-def triangle_structure(table: str, source: str, target: str, cap: int) -> exp.Select:
+def triangle_structure(caps: Capabilities, ends: Ends, cap: int) -> exp.Select:
     """Triangles grouped by their *heavy* nodes: columns ``h1``, ``h2``, ``h3``, ``n``.
 
     A node is heavy when it lies in more than ``cap`` triangles. Each output row is one
@@ -382,21 +495,15 @@ def triangle_structure(table: str, source: str, target: str, cap: int) -> exp.Se
         )
     q = q.group_by(*(exp.Literal.number(i) for i in (1, 2, 3)))
     return _with(
-        q,
-        table,
-        source,
-        target,
-        (DEGREES, _degrees()),
-        (TRIANGLES, _triangle_list()),
-        (HEAVY, heavy),
+        q, caps, ends, (DEGREES, _degrees()), (TRIANGLES, _triangle_list()), (HEAVY, heavy)
     )
 
 
-def triangle_total(table: str, source: str, target: str) -> exp.Select:
+def triangle_total(caps: Capabilities, ends: Ends) -> exp.Select:
     """The exact triangle count of the normalised graph (one column ``n``); not a release.
 
     The same degree-ordered enumeration as :func:`triangle_structure`: the non-private floor
     the benchmarks compare node-level triangle counts with.
     """
     q = exp.select(_alias(_count(), "n")).from_(_table(TRIANGLES))
-    return _with(q, table, source, target, (DEGREES, _degrees()), (TRIANGLES, _triangle_list()))
+    return _with(q, caps, ends, (DEGREES, _degrees()), (TRIANGLES, _triangle_list()))
