@@ -127,7 +127,11 @@ def statistic(patterns: Iterable[tuple[Sequence[Hashable | None], int]], cap: in
 
 
 class _NaN:
-    """The one NaN node id (the engine groups NaN ids as one node, as ``NaN = NaN`` there)."""
+    """The one NaN node id, for callers that pass NaN.
+
+    The engine's node ids never hold one (:func:`deniable.graph.sqlgen.node_id` makes NaN no
+    node); direct callers of :func:`statistic` may.
+    """
 
     def __repr__(self) -> str:
         return "NaN"
