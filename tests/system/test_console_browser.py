@@ -264,3 +264,56 @@ def test_console_routes_headers_and_openapi(tmp_path: Path) -> None:
         assert paths and all(p.startswith("/v1/") for p in paths)
         # The API is untouched: unauthenticated calls are still refused.
         assert client.get("/v1/datasets").status_code == 401
+
+
+GRAPH_CONFIG = """
+ledger = "ledger.db"
+
+[server]
+rate_limit = { per_second = 1000, burst = 1000 }
+
+[datasets.social]
+budget = { epsilon = 1 }
+
+[[datasets.social.graphs]]
+name = "friends"
+source = "friends.csv"
+source_col = "a"
+target_col = "b"
+unit = "node"
+max_degree = 4
+"""
+
+
+def test_console_answers_a_graph_only_dataset(tmp_path: Path, browser: Browser) -> None:
+    rows = ["a,b"] + [f"{i},{j}" for i in range(12) for j in range(i + 1, 12) if (i + j) % 3]
+    (tmp_path / "friends.csv").write_text("\n".join(rows) + "\n")
+    config = tmp_path / "service.toml"
+    config.write_text(GRAPH_CONFIG)
+    with Ledger(tmp_path / "ledger.db") as led:
+        tok = led.add_analyst("ann", role="analyst")
+    problems: list[str] = []
+    with (
+        running(config, workers=1, log=tmp_path / "server.log") as server,
+        new_page(browser, problems) as page,
+    ):
+        page.goto(server.url + "/console/")
+        page.get_by_label("API token").fill(tok)
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.locator("#who-name")).to_have_text("ann")
+        page.get_by_role("button", name=re.compile(r"^social")).click()
+        expect(page.locator("#dataset-title")).to_have_text("Dataset social")
+        # no private table: the summary names the graph, never "Private table null"
+        summary = page.locator("#dataset-summary")
+        expect(summary).to_contain_text("friends (node level, D = 4)")
+        expect(summary).not_to_contain_text("null")
+        expect(page.get_by_label("SQL", exact=True)).to_have_value(
+            "SELECT COUNT(*) AS n FROM friends"
+        )
+        run_query(page, "SELECT COUNT(*) AS t FROM triangles(friends)", "0.5")
+        table = page.locator("#result-table")
+        expect(table.locator("tbody tr")).to_have_count(1)
+        expect(page.locator("#answer .summary")).to_contain_text("charged ε = 0.5")
+        expect_gauge(page, 0.5)
+        expect(page.locator("#history-table tbody tr")).to_have_count(1)
+    assert problems == []
