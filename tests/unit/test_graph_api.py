@@ -31,7 +31,7 @@ from deniable.noise.testing import SeededRandom
 
 EDGES = pd.DataFrame(
     {
-        "a": [1, 2, 1, 3, 2, 4, 1, 5, None, 6],
+        "a": pd.array([1, 2, 1, 3, 2, 4, 1, 5, None, 6], dtype="Int64"),
         "b": [2, 3, 3, 4, 1, 4, 4, 1, 3, 7],
     }
 )  # {1,2} twice, a self-loop (4,4) and a NULL end: 7 distinct edges

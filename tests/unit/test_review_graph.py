@@ -226,3 +226,147 @@ def test_list_node_ids_are_compared_as_text_not_hashed_in_python(tmp_path: Path)
         assert s.budget.spent == Epsilon(epsilon=1)
     finally:
         s.close()
+
+
+# -- second review (service and node identity): each test failed before its fix ---------------
+
+
+def _session(tmp_path: Path) -> Session:
+    from deniable.accounting.loss import Epsilon
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyWarning)
+        return Session(budget=Epsilon(epsilon=10), ledger=tmp_path / "l.db", source=SeededRandom(2))
+
+
+def _con(*statements: str) -> object:
+    import duckdb
+
+    con = duckdb.connect()
+    for sql in statements:
+        con.execute(sql)
+    return con
+
+
+EDGE_ROWS = "(values (1,2),(2,3),(1,3),(3,4)) t(a,b)"
+
+
+def _add_with_people(s: Session, name: str, con: object, **extra: object) -> None:
+    """Register the connection's table ``name`` as a graph with its ``people`` node table."""
+    s.add_graph(
+        name,
+        con,
+        source_col="a",
+        target_col="b",
+        max_degree=5,
+        nodes=con,
+        node_key="id",
+        nodes_name="people",
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def test_decimal_ids_and_integer_real_mixes_are_refused(tmp_path: Path) -> None:
+    # As doubles, distinct integers above 2^53 would be one node; as text, 5 and 5.0 two.
+    import pandas as pd
+
+    from deniable.errors import InvalidParameter
+
+    decimal = _con(
+        f"create table g as select a::DECIMAL(20,0) a, b::DECIMAL(20,0) b from {EDGE_ROWS}"
+    )
+    mixed = pd.DataFrame({"a": [1.0, None, 3.0], "b": [2, 3, 1]})  # float64 through a NULL
+    with _session(tmp_path) as s:
+        with pytest.raises(InvalidParameter, match="DECIMAL ids"):
+            s.add_graph("g", decimal, source_col="a", target_col="b", max_degree=3)
+        with pytest.raises(InvalidParameter, match="'Int64' dtype"):
+            s.add_graph("h", mixed, source_col="a", target_col="b", max_degree=3)
+        nullable = mixed.assign(a=pd.array([1, None, 3], dtype="Int64"))
+        s.add_graph("h", nullable, source_col="a", target_col="b", max_degree=3)
+
+
+def test_wide_integer_ids_work_at_node_level(tmp_path: Path) -> None:
+    # A HUGEINT node key with BIGINT ends reached Python as Decimal objects and matched no
+    # end (an all-zero answer, charged); UBIGINT ids at or above 2^63 overflowed int64 (a
+    # free error). Wide integers are now compared as their exact text.
+    from deniable.graph import GraphQuery, Kind
+
+    con = _con(
+        f"create table g as select a::BIGINT a, b::BIGINT b from {EDGE_ROWS}",
+        "create table people as select id::HUGEINT id, c from "
+        "(values (1,'x'),(2,'y'),(3,'x'),(4,'y')) t(id,c)",
+        "create table u as select (a::UBIGINT + 9223372036854775807) a, "
+        f"(b::UBIGINT + 9223372036854775807) b from {EDGE_ROWS}",
+    )
+    with _session(tmp_path) as s:
+        _add_with_people(s, "g", con, unit="node", domains={"c": ["x", "y"]})
+        s.add_graph("u", con, source_col="a", target_col="b", unit="node", max_degree=5)
+        q = GraphQuery(Kind.EDGE_ENDS_BY, attribute="c", value_name="n", key_name="c")
+        assert s.graph("g")._exact(q, 7, ["x", "y"]).values.tolist() == [5, 3]
+        assert s.graph("u")._exact(GraphQuery(Kind.EDGE_COUNT), 7).values.tolist() == [4]
+        assert s.graph("u").edge_count(epsilon=1).metadata.charge_id is not None
+
+
+def test_output_names_that_collide_are_refused_before_the_charge(tmp_path: Path) -> None:
+    import pandas as pd
+
+    from deniable.accounting.loss import Epsilon
+    from deniable.errors import InvalidParameter
+
+    with _session(tmp_path) as s:
+        s.add_graph(
+            "g",
+            pd.DataFrame({"a": [1, 2], "b": [2, 3]}),
+            source_col="a",
+            target_col="b",
+            max_degree=3,
+        )
+        for sql in (
+            "SELECT degree AS n, COUNT(*) AS n FROM degrees(g) GROUP BY degree",
+            "SELECT degree AS N_HIGH, COUNT(*) AS n FROM degrees(g) GROUP BY degree",
+        ):
+            with pytest.raises(InvalidParameter, match="collide"):
+                s.sql(sql, epsilon=1)
+        assert s.budget.spent == Epsilon(epsilon=0)
+
+
+def test_attributes_must_be_scalar_and_nan_is_one_group(tmp_path: Path) -> None:
+    from deniable.errors import InvalidParameter
+    from deniable.graph import GraphQuery, Kind
+
+    con = _con(
+        f"create table g as select * from {EDGE_ROWS}",
+        "create table people as select id, [id % 2] l, "
+        "CASE WHEN id = 1 THEN 'nan'::DOUBLE ELSE 1.5 END c from (values (1),(2),(3),(4)) t(id)",
+        "create view h as select * from g",
+    )
+    with _session(tmp_path) as s:
+        _add_with_people(s, "g", con)
+        with pytest.raises(InvalidParameter, match="only scalar attributes"):
+            s.sql(
+                "SELECT p.l, COUNT(*) FROM g e JOIN people p ON p.id IN (e.a, e.b) GROUP BY p.l",
+                epsilon=1,
+            )
+        g = s.graph("g")
+        q = GraphQuery(Kind.EDGE_ENDS_BY, attribute="c", value_name="n", key_name="c")
+        assert sorted(g._exact(q, 7, g._domain(q)).values.tolist()) == [2, 6]  # NaN: node 1
+        for bad in ("xy", [["x"], ["y"]]):
+            with pytest.raises(InvalidParameter, match="domain of 'c'"):
+                _add_with_people(s, "h", con, domains={"c": bad})
+
+
+def test_max_degree_is_capped_and_a_with_table_is_not_the_graph(tmp_path: Path) -> None:
+    import pandas as pd
+
+    from deniable.errors import InvalidParameter
+    from deniable.graph.queries import MAX_DEGREE
+
+    frame = pd.DataFrame({"a": [1, 2], "b": [2, 3]})
+    with _session(tmp_path) as s:
+        with pytest.raises(InvalidParameter, match="at most"):
+            s.add_graph("g", frame, source_col="a", target_col="b", max_degree=MAX_DEGREE + 1)
+        s.add_graph("g", frame, source_col="a", target_col="b", max_degree=MAX_DEGREE)
+        s.add_table("t", frame)
+        # the query's own WITH table named like the graph goes to the table path
+        answer = s.sql("WITH g AS (SELECT * FROM t) SELECT COUNT(*) AS n FROM g", epsilon=1)
+        assert list(answer.to_pandas().columns) == ["n", "n_low", "n_high"]

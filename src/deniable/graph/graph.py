@@ -20,6 +20,8 @@ charged to the session's dataset, so graph and table answers share one budget.
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
@@ -360,11 +362,11 @@ class Graph:
         node_ids = attrs.column(0).to_numpy(zero_copy_only=False)
         groups = attrs.column(1).to_pylist()
         where = lookup(node_ids)
-        slot = {k: i for i, k in enumerate(keys)}
+        slot = {_group(k): i for i, k in enumerate(keys)}
         out = np.zeros(len(keys), dtype=np.int64)
         for node, g in zip(where.tolist(), groups, strict=True):
-            if node >= 0 and g in slot:
-                out[slot[g]] += int(deg[node])
+            if node >= 0 and _group(g) in slot:
+                out[slot[_group(g)]] += int(deg[node])
         return Exact(list(keys), out)
 
     # -- helpers ---------------------------------------------------------------------------
@@ -435,6 +437,8 @@ class Graph:
                 f"{attr!r} is not an attribute of graph {info.name!r}'s nodes "
                 f"(attributes: {[c for c in info.node_columns if c != info.node_key]})"
             )
+        assert self._nodes is not None
+        _scalar_attribute(attr, dict(self._nodes.columns)[attr])
         if attr in info.domains:
             return list(info.domains[attr])
         if info.unit == "node":
@@ -585,9 +589,11 @@ def _checked_ids(
     """The id mode of a graph's columns, refusing ids the engine cannot compare safely.
 
     Raises:
-        InvalidParameter: text ids on an engine without NFC normalisation (Spark).
+        InvalidParameter: text ids on an engine without NFC normalisation (Spark); id
+            columns that mix integers and reals, or DECIMAL ids (:func:`sqlgen.check_id_columns`).
     """
     ends = sqlgen.Ends.of(edges.name, dict(edges.columns), source_col, target_col, key)
+    sqlgen.check_id_columns(ends.source, ends.target, *([] if key is None else [key]))
     try:
         for column in (ends.source, ends.target, *([] if key is None else [key])):
             sqlgen.node_id(engine.capabilities, column, ends.mode)
@@ -598,12 +604,46 @@ def _checked_ids(
 
 def _by_key(table: pa.Table, keys: list[object]) -> Exact:
     """Per-key exact counts in the order of ``keys`` (missing keys are 0, others dropped)."""
-    slot = {k: i for i, k in enumerate(keys)}
+    slot = {_group(k): i for i, k in enumerate(keys)}
     out = np.zeros(len(keys), dtype=np.int64)
     for k, n in zip(table.column(0).to_pylist(), table.column(1).to_pylist(), strict=True):
-        if k in slot:
-            out[slot[k]] = int(n)
+        if _group(k) in slot:
+            out[slot[_group(k)]] = int(n)
     return Exact(keys, out)
+
+
+class _NaNGroup:
+    """The one NaN attribute value (the engine groups NaN values together; NaN ≠ NaN here)."""
+
+
+_NAN_GROUP = _NaNGroup()
+
+
+def _group(value: object) -> object:
+    """An attribute value as a dictionary key: every float NaN is one group."""
+    if isinstance(value, float) and value != value:
+        return _NAN_GROUP
+    return value
+
+
+_SCALARS = (str, int, float, bool, datetime.date, datetime.time, decimal.Decimal)
+"""Python types a declared attribute value may have."""
+
+_NON_SCALAR = ("STRUCT", "MAP", "UNION", "LIST", "ARRAY", "JSON")
+
+
+def _scalar_attribute(name: str, sql_type: str) -> None:
+    """Refuse a node attribute whose values are not scalars (lists, structs, maps).
+
+    Raises:
+        InvalidParameter: a non-scalar attribute type.
+    """
+    t = sql_type.strip().upper()
+    if "[" in t or t.startswith(_NON_SCALAR):
+        raise InvalidParameter(
+            f"node attribute {name!r} has type {sql_type}: only scalar attributes (text, "
+            "numbers, dates, booleans) can group edge counts"
+        )
 
 
 def register(
@@ -671,8 +711,16 @@ def register(
     for attr, values in (domains or {}).items():
         if attr not in node_columns or attr == node_key:
             raise InvalidParameter(f"domains names {attr!r}, which is not a node attribute")
+        if isinstance(values, str | bytes) or not isinstance(values, Sequence):
+            raise InvalidParameter(
+                f"the domain of {attr!r} must be a list of values, e.g. ['a', 'b']"
+            )
         vals = tuple(values)
-        if not vals or len(vals) > MAX_DOMAIN or len(set(vals)) != len(vals):
+        if not all(v is None or isinstance(v, _SCALARS) for v in vals):
+            raise InvalidParameter(
+                f"the domain of {attr!r} must list scalar values (text, numbers, booleans, dates)"
+            )
+        if not vals or len(vals) > MAX_DOMAIN or len({_group(v) for v in vals}) != len(vals):
             raise InvalidParameter(
                 f"the domain of {attr!r} must hold 1 to {MAX_DOMAIN} distinct values"
             )

@@ -81,10 +81,19 @@ def check_unit(unit: object) -> Unit:
     )
 
 
+MAX_DEGREE = 100_000
+"""Largest declared ``max_degree``: a degree histogram has one row per degree ``1..D``."""
+
+
 def check_max_degree(max_degree: object) -> int:
-    """``max_degree`` as a positive integer (a public choice, never derived from the data)."""
+    """``max_degree`` as an integer in ``1..MAX_DEGREE`` (a public choice, never from data)."""
     if isinstance(max_degree, bool) or not isinstance(max_degree, int) or max_degree < 1:
         raise InvalidParameter("max_degree must be a positive integer (a public choice)")
+    if max_degree > MAX_DEGREE:
+        raise InvalidParameter(
+            f"max_degree must be at most {MAX_DEGREE:,}: a degree histogram outputs one row "
+            "per degree, and noise grows with D (a smaller bound answers better)"
+        )
     return max_degree
 
 

@@ -27,7 +27,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
-from deniable.errors import SQLError, UnsafeQuery
+from deniable.errors import InvalidParameter, SQLError, UnsafeQuery
 from deniable.graph.graph import Graph, GraphInfo
 from deniable.graph.queries import GraphQuery, Kind
 from deniable.query.answer import Answer
@@ -83,6 +83,9 @@ def graph_of(query: object, graphs: Mapping[str, Graph]) -> Graph | None:
     name, _ = _from_target(tree)
     if name is None:
         return None
+    with_ = tree.args.get("with") or tree.args.get("with_")
+    if with_ is not None and any(c.alias.lower() == name.lower() for c in with_.expressions):
+        return None  # the name is the query's own WITH table, not the graph
     by_lower = {g.lower(): graph for g, graph in graphs.items()}
     return by_lower.get(name.lower())
 
@@ -106,7 +109,20 @@ def parse(query: str, graph: Graph) -> GraphQuery:
     Raises:
         SQLError: the text does not parse.
         UnsafeQuery: a construct outside the forms above (the message says what to write).
+        InvalidParameter: two output columns would have one name.
     """
+    parsed = _parse(query, graph)
+    v = parsed.value_name
+    taken = {v.lower(), f"{v}_low".lower(), f"{v}_high".lower()}
+    if parsed.key_name is not None and parsed.key_name.lower() in taken:
+        raise InvalidParameter(
+            f"the output column {parsed.key_name!r} would collide with {v!r} or its interval "
+            f"columns ({v}_low, {v}_high): rename one with AS"
+        )
+    return parsed
+
+
+def _parse(query: str, graph: Graph) -> GraphQuery:
     try:
         trees = sqlglot.parse(query, read="duckdb")
     except ParseError as e:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from deniable.engines.base import Capabilities
-from deniable.errors import UnsafeQuery
+from deniable.errors import InvalidParameter, UnsafeQuery
 from deniable.query.catalog import Column, ColumnKind, kind_of
 from deniable.query.rewrite.compile import keyed_hash
 from deniable.sqlnames import identifier
@@ -48,14 +48,51 @@ class IdMode(enum.Enum):
     BYTES = "bytes"  # anything else: the UTF-8 bytes of the canonical (NFC) text
 
 
+_WIDE_INTEGERS = ("HUGEINT", "UHUGEINT", "UBIGINT")
+"""Integer types whose values may not fit a signed 64-bit integer in Python's arrays."""
+
+
+def _base(sql_type: str) -> str:
+    return sql_type.strip().upper().split("(", 1)[0].strip()
+
+
 def id_mode(*columns: Column) -> IdMode:
-    """The :class:`IdMode` that compares values of all ``columns`` alike."""
+    """The :class:`IdMode` that compares values of all ``columns`` alike.
+
+    Integers of at most 64 signed bits: INTEGER; floating-point columns only: REAL; anything
+    else (text, dates, wider integers as exact text, …): BYTES. Mixes of integers with
+    reals, and DECIMAL ids, are refused by :func:`check_id_columns` (as doubles, distinct
+    integers above 2⁵³ would become one node; as text, ``5`` and ``5.0`` would be two).
+    """
     kinds = {c.kind for c in columns}
     if kinds == {ColumnKind.INTEGER}:
-        return IdMode.INTEGER
-    if kinds <= {ColumnKind.INTEGER, ColumnKind.REAL}:
+        wide = any(_base(c.sql_type) in _WIDE_INTEGERS for c in columns)
+        return IdMode.BYTES if wide else IdMode.INTEGER
+    decimal = any(_base(c.sql_type) in ("DECIMAL", "NUMERIC") for c in columns)
+    if kinds == {ColumnKind.REAL} and not decimal:
         return IdMode.REAL
     return IdMode.BYTES
+
+
+def check_id_columns(*columns: Column) -> None:
+    """Refuse id columns that no mode compares exactly and alike (see :func:`id_mode`).
+
+    Raises:
+        InvalidParameter: integer and floating-point id columns mixed, or a DECIMAL id.
+    """
+    shown = ", ".join(f"{c.name!r} ({c.sql_type})" for c in columns)
+    if any(_base(c.sql_type) in ("DECIMAL", "NUMERIC") for c in columns):
+        raise InvalidParameter(
+            f"node ids must be integers, text or floating-point numbers; got {shown}: cast "
+            "DECIMAL ids to BIGINT (or to text) before registering the graph"
+        )
+    kinds = {c.kind for c in columns}
+    if ColumnKind.INTEGER in kinds and ColumnKind.REAL in kinds:
+        raise InvalidParameter(
+            f"the node id columns mix integers and floating-point numbers ({shown}): give "
+            "them one type (with pandas, integer ids with missing values need the nullable "
+            "'Int64' dtype, not float64)"
+        )
 
 
 @dataclass(frozen=True)
