@@ -4,7 +4,8 @@ A curator generates the students (birth date, gender, favourite editor, a schola
 most £6000) and their module marks, registers both tables with a total budget of
 ``(ε = 3, δ = 2·10⁻⁶)`` in a durable ledger (a temporary file here), and an analyst asks a
 handful of SQL questions: a count, a histogram, a bounded sum and mean, a median, a
-per-module mean where one student has many rows, and a histogram over private keys. Every
+per-module mean where one student has many rows, a histogram over private keys, and the
+triangle count of the students' study-partner graph with node-level privacy. Every
 answer comes with 95% intervals and the budget left; asking again is free; an unsafe query is
 refused; and the budget finally refuses a query that would overspend it.
 """
@@ -22,7 +23,14 @@ from rich.table import Table
 
 from deniable.accounting.loss import EpsilonDelta
 from deniable.curator.session import Session
-from deniable.datasets.students import EDITORS, GENDERS, MODULES, marks, students
+from deniable.datasets.students import (
+    EDITORS,
+    GENDERS,
+    MODULES,
+    marks,
+    students,
+    study_partners,
+)
 from deniable.errors import BudgetExceeded, UnsafeQuery
 from deniable.query.answer import show_loss
 
@@ -37,6 +45,8 @@ def _ask(console: Console, session: Session, title: str, query: str, **options: 
         console.print(f"  [dim]{name}: {how}[/]")
     for name, note in answer.metadata.notes.items():
         console.print(f"  [dim]{name}: {note}[/]")
+    if (answer.metadata.privacy_unit or "").startswith("node"):  # a graph: its bounding
+        console.print(f"  [dim]{answer.metadata.row_policies[-1]}[/]")
     if answer.metadata.partition_selection:
         console.print(f"  [dim]{answer.metadata.partition_selection}[/]")
 
@@ -119,6 +129,22 @@ def main() -> None:
                 "GROUP BY birth_year ORDER BY birth_year",
                 epsilon=0.5,
                 delta=1e-6,
+            )
+            session.add_graph(
+                "study_partners",
+                study_partners(people, seed=7),
+                source_col="a",
+                target_col="b",
+                unit="node",  # a student and all their study pairs are protected
+                max_degree=8,
+            )
+            _ask(
+                console,
+                session,
+                "A graph at node level: triangles of study partners (a linear program "
+                "caps each student's share)",
+                "SELECT COUNT(*) AS triangles FROM triangles(study_partners)",
+                epsilon=0.2,
             )
             _ask(
                 console,

@@ -87,3 +87,30 @@ def marks(people: pd.DataFrame, *, seed: int = 0) -> pd.DataFrame:
                 mods.append(str(module))
                 scores.append(int(np.clip(round(rng.normal(ability, 9)), 0, 100)))
     return pd.DataFrame({"student_id": ids, "module": mods, "mark": scores})
+
+
+def study_partners(people: pd.DataFrame, *, seed: int = 0) -> pd.DataFrame:
+    """Who studies with whom: one row per pair of students (``a``, ``b``, text ids).
+
+    Students mostly pair within their department, in small study groups of five whose
+    members all work together (many triangles), plus a few popular tutors-to-be who pair
+    with dozens of others (nodes far above a small degree bound).
+
+    Examples:
+        >>> pairs = study_partners(students(50, seed=1), seed=1)
+        >>> sorted(pairs.columns), bool((pairs.a != pairs.b).all())
+        (['a', 'b'], True)
+    """
+    rng = np.random.default_rng(seed)  # test-only: synthetic data generation, never a release path
+    rows: list[tuple[str, str]] = []
+    for _, members in people.groupby("department").student_id:
+        ids = list(rng.permutation(members.to_numpy()))
+        for start in range(0, len(ids) - 4, 5):  # study groups of five: ten pairs each
+            group = ids[start : start + 5]
+            rows += [(x, y) for i, x in enumerate(group) for y in group[i + 1 :]]
+    everyone = people.student_id.to_numpy()
+    for tutor in rng.choice(everyone, size=max(1, len(everyone) // 200), replace=False):
+        for other in rng.choice(everyone, size=min(40, len(everyone) - 1), replace=False):
+            if other != tutor:
+                rows.append((str(tutor), str(other)))
+    return pd.DataFrame(rows, columns=["a", "b"])
