@@ -538,3 +538,30 @@ def test_openapi_describes_graphs(client: TestClient) -> None:
     assert graph["properties"]["unit"]["enum"] == ["edge", "node"]
     assert schemas["DatasetOut"]["properties"]["graphs"]["items"]["$ref"].endswith("/GraphOut")
     assert "graphs" in schemas["DatasetSummary"]["required"]
+
+
+@pytest.mark.parametrize("kind", ["graph", "table"])
+def test_a_keyed_retry_refused_by_the_budget_its_first_charge_spent_gets_the_answer(
+    service: Service, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    # The first request (another worker's) spends everything left; the retry's look-up
+    # misses it and its own charge is refused for budget. It is the same request, paid for:
+    # it gets the stored answer, not 409 budget_exceeded.
+    sql = "SELECT COUNT(*) FROM friends" if kind == "graph" else "SELECT COUNT(*) FROM students"
+    left = service.ledger.remaining("school")
+    first = service.query(ANN, "school", sql, epsilon=left.epsilon, idempotency_key="last")
+    real = service._keyed_charge
+    calls: list[str] = []
+
+    def missed_once(dataset: str, analyst: str, key: str):  # type: ignore[no-untyped-def]
+        calls.append(key)
+        return None if len(calls) == 1 else real(dataset, analyst, key)
+
+    monkeypatch.setattr(service, "_keyed_charge", missed_once)
+    monkeypatch.setattr(service.ledger, "cached_answer", lambda *args: None)
+    retry = service.query(ANN, "school", sql, epsilon=left.epsilon, idempotency_key="last")
+    assert retry.to_pandas().iloc[0, 0] == first.to_pandas().iloc[0, 0]
+    assert len(calls) == 2
+    # without the key the same refusal stands
+    with pytest.raises(BudgetExceeded):
+        service.query(ANN, "school", sql, epsilon=left.epsilon)

@@ -42,6 +42,7 @@ from typing import Literal, Protocol
 from deniable.accounting.loss import PrivacyLoss
 from deniable.curator.session import Session
 from deniable.errors import (
+    BudgetExceeded,
     CapConflict,
     DuplicateRequest,
     InvalidParameter,
@@ -492,6 +493,10 @@ class Service:
                 )
         except DuplicateRequest as e:
             return self._duplicate(e, query_key, dataset, principal.name, idempotency_key)
+        except BudgetExceeded as refused:
+            return self._keyed_after_refusal(
+                refused, query_key, dataset, principal.name, idempotency_key
+            )
         return answer.with_metadata(
             remaining=self._ledger.remaining(dataset, analyst=principal.name)
         )
@@ -552,6 +557,10 @@ class Service:
                 )
         except DuplicateRequest as e:
             return self._duplicate(e, query_key, dataset, principal.name, idempotency_key)
+        except BudgetExceeded as refused:
+            return self._keyed_after_refusal(
+                refused, query_key, dataset, principal.name, idempotency_key
+            )
         return answer.with_metadata(
             remaining=self._ledger.remaining(dataset, analyst=principal.name)
         )
@@ -576,6 +585,28 @@ class Service:
                 "the ledger reported a duplicate request whose charge it cannot find"
             ) from None
         return self._replay(charge, query_key, dataset, analyst)
+
+    def _keyed_after_refusal(
+        self,
+        refused: BudgetExceeded,
+        query_key: str,
+        dataset: str,
+        analyst: str,
+        idempotency_key: str | None,
+    ) -> Answer:
+        """The first answer of a keyed request whose retry the budget refused, or re-raise.
+
+        Another worker may have charged the same key between our look-up and our charge,
+        spending what was left: the retry is then the same request, paid for, not a new one.
+
+        Raises:
+            BudgetExceeded: ``refused``, when no charge holds the key.
+        """
+        if idempotency_key is not None:
+            charge = self._keyed_charge(dataset, analyst, idempotency_key)
+            if charge is not None:
+                return self._replay(charge, query_key, dataset, analyst)
+        raise refused
 
     def _keyed_charge(self, dataset: str, analyst: str, key: str) -> Charge | None:
         """The analyst's charge made with Idempotency-Key ``key`` (an indexed look-up)."""
