@@ -182,3 +182,21 @@ def test_text_ids_match_duckdb(server: PostgresServer, tmp_path: Path) -> None:
             got = s.graph(f"pg_{unit}")._exact(q, 3).values.tolist()
             assert got == s.graph(f"duck_{unit}")._exact(q, 3).values.tolist(), q.kind
         assert s.graph("duck_node")._exact(GraphQuery(Kind.TRIANGLES), 3).values.tolist()[0] > 0
+
+
+def test_an_unqualified_table_resolves_in_the_roles_search_path(
+    server: PostgresServer, tmp_path: Path
+) -> None:
+    # The catalog look-up of an unqualified name used deniable's fixed search_path
+    # (pg_catalog and the schemas of tables bound so far), so a table of `public`, which the
+    # role's own search_path reaches, was reported as not visible.
+    load_table(server.dsn(), "plain", pa.Table.from_pandas(EDGES, preserve_index=False))
+    create_reader(server.dsn(), "plain_reader", [("public", "plain")])
+    url = server.dsn("plain_reader")
+    with Session(budget=Epsilon(epsilon=1), ledger=tmp_path / "l.db") as s:
+        s.add_graph("g", url, table="plain", source_col="src", target_col="dst", max_degree=D)
+        s.add_graph("h", EDGES, source_col="src", target_col="dst", max_degree=D)
+        q = GraphQuery(Kind.EDGE_COUNT)
+        assert (
+            s.graph("g")._exact(q, 1).values.tolist() == s.graph("h")._exact(q, 1).values.tolist()
+        )

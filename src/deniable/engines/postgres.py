@@ -302,12 +302,17 @@ class PostgresEngine:
         if table.schema is not None:
             target = pgsql.Identifier(table.schema, table.name)
         query = pgsql.SQL(
-            "SELECT n.nspname, c.relname, has_table_privilege(c.oid, 'SELECT') "
+            "SELECT n.nspname, c.relname, pg_catalog.has_table_privilege(c.oid, 'SELECT') "
             "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
             "WHERE c.oid = pg_catalog.to_regclass({})"
         ).format(pgsql.Literal(target.as_string(self._con)))
+        # An unqualified name resolves in the role's own search_path (not deniable's fixed
+        # one, which holds only pg_catalog and the schemas of tables already bound).
         rows = self._transaction(
-            lambda cur: _fetch(cur, query), read_only=True, what="reading the catalog"
+            lambda cur: _fetch(cur, query),
+            read_only=True,
+            what="reading the catalog",
+            home=table.schema is None,
         )
         shown = table.name if table.schema is None else f"{table.schema}.{table.name}"
         if not rows:
@@ -546,15 +551,20 @@ class PostgresEngine:
         what: str,
         temp: bool = False,
         refusal: str = "PostgreSQL refused a statement deniable generated",
+        home: bool = False,
     ) -> _T:
-        """Run ``work`` in one transaction with deniable's settings; translate failures."""
+        """Run ``work`` in one transaction with deniable's settings; translate failures.
+
+        ``home``: keep the role's own ``search_path`` (catalog look-ups of unqualified names,
+        whose statement qualifies every function with ``pg_catalog``).
+        """
         refused: str | None = None
         failure: str | None = None
         state: str | None = None
         with self._lock:
             self._open()
             try:
-                with self._cursor(read_only=read_only) as cur:
+                with self._cursor(read_only=read_only, home=home) as cur:
                     return work(cur)
             except psycopg.Error as e:
                 state = e.sqlstate
@@ -580,7 +590,7 @@ class PostgresEngine:
         raise EngineError(f"PostgreSQL failed while {what} ({failure}); nothing was charged")
 
     @contextmanager
-    def _cursor(self, *, read_only: bool) -> Iterator[psycopg.Cursor[Any]]:
+    def _cursor(self, *, read_only: bool, home: bool = False) -> Iterator[psycopg.Cursor[Any]]:
         con = self._con
         with con.cursor() as cur:
             cur.execute("BEGIN READ ONLY" if read_only else "BEGIN")
@@ -589,7 +599,11 @@ class PostgresEngine:
                     pgsql.SQL("SET LOCAL statement_timeout = {}").format(
                         pgsql.Literal(self._timeout_ms)
                     ),
-                    pgsql.SQL("SET LOCAL search_path = {}").format(self._search_path()),
+                    *(
+                        []
+                        if home
+                        else [pgsql.SQL("SET LOCAL search_path = {}").format(self._search_path())]
+                    ),
                     *(
                         pgsql.SQL("SET LOCAL {} = {}").format(pgsql.SQL(k), pgsql.Literal(v))
                         for k, v in _TEXT_SETTINGS
