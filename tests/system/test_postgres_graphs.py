@@ -80,6 +80,18 @@ def server() -> Iterator[PostgresServer]:
     stop_shared_server()
 
 
+def _declaration(unit: str) -> dict[str, Any]:
+    """The graph's declaration (all but its tables), as both engines register it."""
+    return {
+        "source_col": "src",
+        "target_col": "dst",
+        "unit": unit,
+        "max_degree": D,
+        "node_key": "id",
+        "domains": {"city": CITIES},
+    }
+
+
 ORDER_FREE = {
     "edge": [
         GraphQuery(Kind.EDGE_COUNT),
@@ -97,14 +109,7 @@ def test_postgres_graphs_match_duckdb_and_the_references(
 ) -> None:
     url = server.dsn("graph_reader")
     with Session(budget=Epsilon(epsilon=10), ledger=tmp_path / "l.db") as s:
-        common: dict[str, Any] = {
-            "source_col": "src",
-            "target_col": "dst",
-            "unit": unit,
-            "max_degree": D,
-            "node_key": "id",
-            "domains": {"city": CITIES},
-        }
+        common = _declaration(unit)
         s.add_graph("pg", url, table="soc.follows", nodes=url, nodes_table="soc.people", **common)
         s.add_graph("duck", EDGES, nodes=NODES, nodes_name="people2", **common)
         pg, duck = s.graph("pg"), s.graph("duck")
@@ -200,3 +205,43 @@ def test_an_unqualified_table_resolves_in_the_roles_search_path(
         assert (
             s.graph("g")._exact(q, 1).values.tolist() == s.graph("h")._exact(q, 1).values.tolist()
         )
+
+
+def test_the_service_serves_a_graph_only_postgresql_dataset(
+    server: PostgresServer, tmp_path: Path
+) -> None:
+    from deniable.ledger.analysts import Principal
+    from deniable.server.config import load_config
+    from deniable.server.service import Service
+
+    url = server.dsn("graph_reader")
+    (tmp_path / "service.toml").write_text(
+        f'ledger = "l.db"\n[datasets.social]\nengine = "postgresql"\nsource = "{url}"\n'
+        "budget = { epsilon = 10 }\n"
+        '[[datasets.social.graphs]]\nname = "friends"\nsource = "soc.follows"\n'
+        'source_col = "src"\ntarget_col = "dst"\nunit = "node"\nmax_degree = 4\n'
+        'nodes = "soc.people"\nnode_key = "id"\ndomains = { city = ["north", "south", "east"] }\n'
+    )
+    ann = Principal(name="ann", role="analyst")
+    with (
+        Service(load_config(tmp_path / "service.toml")) as service,
+        Session(budget=Epsilon(epsilon=10), ledger=tmp_path / "d.db") as duck,
+    ):
+        duck.add_graph("friends", EDGES, nodes=NODES, **_declaration("node"))
+        pg = service._session("social").graph("friends")
+        q = GraphQuery(Kind.TRIANGLES)
+        assert pg._exact(q, 1).values.tolist() == duck.graph("friends")._exact(q, 1).values.tolist()
+        answer = service.query(
+            ann, "social", "SELECT COUNT(*) AS t FROM triangles(friends)", epsilon=1
+        )
+        assert answer.columns == ["t", "t_low", "t_high"]
+        by = service.query(
+            ann,
+            "social",
+            "SELECT n.city, COUNT(*) AS e FROM friends g JOIN nodes n ON n.id IN (g.src, g.dst) "
+            "GROUP BY n.city",
+            epsilon=1,
+        )
+        assert sorted(by.to_pandas().city) == sorted(CITIES)
+        assert service.budget("social").spent == Epsilon(epsilon=2)
+        assert service.metadata("social").table is None

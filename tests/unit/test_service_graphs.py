@@ -227,14 +227,27 @@ def test_a_graph_only_dataset_refuses_private_table_keys(tmp_path: Path, key: st
         load_config(write(tmp_path, body))
 
 
-def test_a_postgresql_dataset_cannot_declare_graphs(tmp_path: Path) -> None:
-    (tmp_path / "edges.csv").write_text(EDGES)
+def test_a_postgresql_dataset_names_its_graphs_tables_in_its_database(tmp_path: Path) -> None:
+    # In a PostgreSQL dataset, a graph's source and nodes are tables of the dataset's
+    # database (read in place), and the dataset may hold only graphs (source = the URL).
     (tmp_path / "c.toml").write_text(
         'ledger = "l.db"\n[datasets.pg]\nengine = "postgresql"\n'
-        'source = "postgresql://r@h:5432/db"\ntable = "events"\nbudget = { epsilon = 1 }\n'
-        + graph_entry().replace("school", "pg")
+        'source = "postgresql://r@h:5432/db"\nbudget = { epsilon = 1 }\n'
+        '[[datasets.pg.graphs]]\nname = "friends"\nsource = "social.friends"\n'
+        'source_col = "a"\ntarget_col = "b"\nunit = "node"\nmax_degree = 5\n'
+        'nodes = "social.people"\nnode_key = "id"\n'
     )
-    with pytest.raises(ConfigError, match=r"datasets\.pg\.graphs: a PostgreSQL dataset cannot"):
+    ds = load_config(tmp_path / "c.toml").datasets["pg"]
+    assert not ds.has_table and ds.source == "postgresql://r@h:5432/db"
+    (graph,) = ds.graphs
+    assert (graph.source, graph.nodes) == ("social.friends", "social.people")
+    bad = (tmp_path / "c.toml").read_text().replace('"social.friends"', '"a.b.c"')
+    (tmp_path / "c.toml").write_text(bad)
+    with pytest.raises(ConfigError, match=r"graphs\[0\]\.source must name a table"):
+        load_config(tmp_path / "c.toml")
+    no_url = bad.replace('source = "postgresql://r@h:5432/db"\n', "")
+    (tmp_path / "c.toml").write_text(no_url.replace('"a.b.c"', '"social.friends"'))
+    with pytest.raises(ConfigError, match=r"source is missing: a PostgreSQL dataset"):
         load_config(tmp_path / "c.toml")
 
 

@@ -63,7 +63,9 @@ see :class:`GraphConfig` and :mod:`deniable.graph`), or both; every answer on an
 charged to the dataset's one budget. A graph-only dataset leaves out ``source`` and every
 key describing the private table (``table``, ``privacy_unit``, ``bounds``, ``max_groups``,
 ``max_rows``, ``public_keys``, ``public_tables``). Graphs are read from CSV or Parquet files
-into DuckDB: a PostgreSQL dataset cannot declare graphs.
+into DuckDB; in a dataset with ``engine = "postgresql"`` a graph's ``source`` and ``nodes``
+name tables of the dataset's database (``"schema.table"``), read in place, and a graph-only
+PostgreSQL dataset gives ``source`` (the URL) without ``table``.
 
 Reading the file has no privacy loss and opens nothing (no ledger, no engine, no
 randomness): :func:`load_config` only parses and validates. Every mistake raises
@@ -125,13 +127,15 @@ class GraphConfig:
 
     Attributes:
         name: the name analysts use in ``FROM g``, ``degrees(g)``, ``triangles(g)``.
-        source: absolute path of the edge table's CSV/Parquet file (one row per edge).
+        source: absolute path of the edge table's CSV/Parquet file (one row per edge), or
+            in a PostgreSQL dataset the edge table in its database (``"schema.table"``).
         source_col: the edge table's column of one end of each edge.
         target_col: the column of the other end (the graph is undirected).
         unit: the privacy unit: ``"edge"`` (one edge) or ``"node"`` (a node and all its
             edges).
         max_degree: the public degree bound ``D`` answers truncate to (never from the data).
-        nodes: absolute path of the node table's CSV/Parquet file, or None.
+        nodes: absolute path of the node table's CSV/Parquet file (PostgreSQL: a table of
+            the database), or None.
         node_key: the node table's id column (unique, never NULL); given with ``nodes``.
         nodes_name: the node table's name in SQL joins (None: ``"nodes"``).
         domains: declared public values of node attributes (needed at node level to count
@@ -139,12 +143,12 @@ class GraphConfig:
     """
 
     name: str
-    source: Path
+    source: Path | str
     source_col: str
     target_col: str
     unit: GraphUnit
     max_degree: int
-    nodes: Path | None = None
+    nodes: Path | str | None = None
     node_key: str | None = None
     nodes_name: str | None = None
     domains: Mapping[str, tuple[object, ...]] = field(default_factory=dict)
@@ -199,6 +203,8 @@ class DatasetConfig:
     @property
     def has_table(self) -> bool:
         """Whether the dataset has a private table (False: a graph-only dataset)."""
+        if self.engine == "postgresql":
+            return self.source_table is not None
         return self.source is not None
 
 
@@ -407,14 +413,8 @@ def _dataset(name: str, raw: Mapping[str, object], base: Path) -> DatasetConfig:
             f'{where}.engine: {engine!r} is not supported; write engine = "duckdb" or '
             'engine = "postgresql"'
         )
-    if raw_graphs and engine == "postgresql":
-        raise ConfigError(
-            f"{where}.graphs: a PostgreSQL dataset cannot declare graphs (graphs are read "
-            "from CSV or Parquet files into DuckDB, and their edges cannot stay in "
-            f"PostgreSQL); remove [[{where}.graphs]] and declare the graph in a dataset "
-            'with engine = "duckdb" (a graph-only dataset needs no source)'
-        )
-    if "source" not in raw:
+    graph_only_pg = engine == "postgresql" and "table" not in raw and bool(raw_graphs)
+    if "source" not in raw or graph_only_pg:
         given = [k for k in _TABLE_KEYS if k in raw]
         if given:
             raise ConfigError(
@@ -429,6 +429,8 @@ def _dataset(name: str, raw: Mapping[str, object], base: Path) -> DatasetConfig:
     source: Path | str | None
     if "source" not in raw:
         source = None
+    elif graph_only_pg:  # the database's URL, for the graphs' tables only
+        source = _postgres_url(raw, where)
     elif engine == "postgresql":
         source, source_table, table = _postgres_source(raw, where, name)
     else:
@@ -490,7 +492,12 @@ def _dataset(name: str, raw: Mapping[str, object], base: Path) -> DatasetConfig:
                 unique_key=unique_key,
             )
         )
-    graphs = _graphs(raw_graphs, where, base)
+    if engine == "postgresql" and raw_graphs and "source" not in raw:
+        raise ConfigError(
+            f"{where}.source is missing: a PostgreSQL dataset reads its graphs in place; write "
+            'source = "postgresql://role@host:5432/database"'
+        )
+    graphs = _graphs(raw_graphs, where, base, in_place=engine == "postgresql")
     taken = {p.name.lower(): f"public table {p.name!r}" for p in public}
     if source is not None:
         taken[table.lower()] = f"the private table {table!r}"
@@ -535,8 +542,20 @@ _GRAPH_KEYS = {
 }
 
 
-def _graphs(raw: list[object], where: str, base: Path) -> tuple[GraphConfig, ...]:
-    """The ``[[datasets.NAME.graphs]]`` entries, validated (files must exist)."""
+def _graphs(
+    raw: list[object], where: str, base: Path, *, in_place: bool = False
+) -> tuple[GraphConfig, ...]:
+    """The ``[[datasets.NAME.graphs]]`` entries, validated.
+
+    ``source`` and ``nodes`` are files (which must exist), or with ``in_place`` (a
+    PostgreSQL dataset) tables of the dataset's database, read in place.
+    """
+
+    def located(value: object, key: str) -> Path | str:
+        if in_place:
+            return _in_place_table(value, key)
+        return _path(value, key, base, must_exist=True)
+
     out: list[GraphConfig] = []
     for i, entry in enumerate(raw):
         key = f"{where}.graphs[{i}]"
@@ -590,10 +609,10 @@ def _graphs(raw: list[object], where: str, base: Path) -> tuple[GraphConfig, ...
                 f'{key}: give both nodes = "nodes.csv" and node_key = "id" (the node table '
                 "and its unique id column), or neither"
             )
-        nodes: Path | None = None
+        nodes: Path | str | None = None
         node_key: str | None = None
         if "nodes" in entry:
-            nodes = _path(entry["nodes"], f"{key}.nodes", base, must_exist=True)
+            nodes = located(entry["nodes"], f"{key}.nodes")
             _name(entry["node_key"], f"{key}.node_key")
             node_key = entry["node_key"]
         nodes_name = entry.get("nodes_name")
@@ -639,7 +658,7 @@ def _graphs(raw: list[object], where: str, base: Path) -> tuple[GraphConfig, ...
         out.append(
             GraphConfig(
                 name=entry["name"],
-                source=_path(entry["source"], f"{key}.source", base, must_exist=True),
+                source=located(entry["source"], f"{key}.source"),
                 source_col=entry["source_col"],
                 target_col=entry["target_col"],
                 unit="node" if unit == "node" else "edge",
@@ -668,14 +687,31 @@ def _accountant(value: object, budget: PrivacyLoss, key: str) -> str | None:
     return accountant_spec(choice)
 
 
-def _postgres_source(raw: Mapping[str, object], where: str, name: str) -> tuple[str, str, str]:
-    """``(url, table in the database, name analysts use)`` of a PostgreSQL dataset."""
+def _postgres_url(raw: Mapping[str, object], where: str) -> str:
+    """The ``source`` URL of a PostgreSQL dataset."""
     url = raw["source"]
     if not isinstance(url, str) or not url.lower().startswith(("postgresql://", "postgres://")):
         raise ConfigError(
             f'{where}.source must be a PostgreSQL URL with engine = "postgresql": write '
             'source = "postgresql://role@host:5432/database" (keep the password in ~/.pgpass)'
         )
+    return url
+
+
+def _in_place_table(value: object, key: str) -> str:
+    """A table of the dataset's PostgreSQL database: ``"table"`` or ``"schema.table"``."""
+    parts = value.split(".") if isinstance(value, str) else []
+    if not 1 <= len(parts) <= 2 or not all(parts):
+        raise ConfigError(
+            f'{key} must name a table of the dataset\'s database: "table" or "schema.table"'
+        )
+    assert isinstance(value, str)
+    return value
+
+
+def _postgres_source(raw: Mapping[str, object], where: str, name: str) -> tuple[str, str, str]:
+    """``(url, table in the database, name analysts use)`` of a PostgreSQL dataset."""
+    url = _postgres_url(raw, where)
     if "table" not in raw:
         raise ConfigError(
             f'{where}.table is missing: write table = "events" (or "schema.events"), the '

@@ -242,7 +242,7 @@ class Service:
                 "only by a curator, explicitly)"
             ) from e
         try:
-            if ds.source is not None:
+            if ds.has_table:
                 session.add_table(
                     ds.table,
                     str(ds.source),
@@ -274,18 +274,22 @@ class Service:
             ConfigError: a graph cannot be registered as declared (names the graph's key).
         """
         for i, g in enumerate(ds.graphs):
+            # a PostgreSQL dataset reads its graphs' tables in place, from its database
+            url = str(ds.source) if ds.engine == "postgresql" else None
             try:
                 session.add_graph(
                     g.name,
-                    str(g.source),
+                    str(g.source) if url is None else url,
                     source_col=g.source_col,
                     target_col=g.target_col,
                     unit=g.unit,
                     max_degree=g.max_degree,
-                    nodes=None if g.nodes is None else str(g.nodes),
+                    nodes=None if g.nodes is None else str(g.nodes) if url is None else url,
                     node_key=g.node_key,
                     nodes_name=g.nodes_name,
                     domains=dict(g.domains) or None,
+                    table=None if url is None else str(g.source),
+                    nodes_table=None if url is None or g.nodes is None else str(g.nodes),
                 )
             except InvalidParameter as e:
                 raise ConfigError(
