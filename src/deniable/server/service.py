@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal, Protocol
@@ -487,22 +487,17 @@ class Service:
             return replayed.with_metadata(
                 remaining=self._ledger.remaining(dataset, analyst=principal.name)
             )
-        try:
-            with self._locks[dataset]:
-                answer = session.execute(
-                    program,
-                    analyst=principal.name,
-                    share_replays=share,
-                    idempotency_key=idempotency_key,
-                )
-        except DuplicateRequest as e:
-            return self._duplicate(e, query_key, dataset, principal.name, idempotency_key)
-        except BudgetExceeded as refused:
-            return self._keyed_after_refusal(
-                refused, query_key, dataset, principal.name, idempotency_key
-            )
-        return answer.with_metadata(
-            remaining=self._ledger.remaining(dataset, analyst=principal.name)
+        return self._charged(
+            lambda: session.execute(
+                program,
+                analyst=principal.name,
+                share_replays=share,
+                idempotency_key=idempotency_key,
+            ),
+            query_key,
+            dataset,
+            principal.name,
+            idempotency_key,
         )
 
     def _graph_query(
@@ -546,28 +541,47 @@ class Service:
             earlier = self._keyed_charge(dataset, principal.name, idempotency_key)
             if earlier is not None:
                 return self._replay(earlier, query_key, dataset, principal.name)
+        return self._charged(
+            lambda: graph.run(
+                parsed,
+                epsilon=epsilon,
+                rho=rho,
+                delta=delta,
+                level=level,
+                analyst=principal.name,
+                text=text,
+                cache_scope=scope,
+                idempotency_key=idempotency_key,
+            ),
+            query_key,
+            dataset,
+            principal.name,
+            idempotency_key,
+        )
+
+    def _charged(
+        self,
+        release: Callable[[], Answer],
+        query_key: str,
+        dataset: str,
+        analyst: str,
+        idempotency_key: str | None,
+    ) -> Answer:
+        """Run one release path (it charges ``analyst``) under the dataset's lock.
+
+        A keyed request that another request with the same key beat to the ledger — its
+        charge refused as a duplicate, or for the budget that first charge spent — gets the
+        first answer (:meth:`_duplicate`, :meth:`_keyed_after_refusal`). The answer's
+        ``remaining`` is what ``analyst`` may still spend.
+        """
         try:
             with self._locks[dataset]:
-                answer = graph.run(
-                    parsed,
-                    epsilon=epsilon,
-                    rho=rho,
-                    delta=delta,
-                    level=level,
-                    analyst=principal.name,
-                    text=text,
-                    cache_scope=scope,
-                    idempotency_key=idempotency_key,
-                )
+                answer = release()
         except DuplicateRequest as e:
-            return self._duplicate(e, query_key, dataset, principal.name, idempotency_key)
+            return self._duplicate(e, query_key, dataset, analyst, idempotency_key)
         except BudgetExceeded as refused:
-            return self._keyed_after_refusal(
-                refused, query_key, dataset, principal.name, idempotency_key
-            )
-        return answer.with_metadata(
-            remaining=self._ledger.remaining(dataset, analyst=principal.name)
-        )
+            return self._keyed_after_refusal(refused, query_key, dataset, analyst, idempotency_key)
+        return answer.with_metadata(remaining=self._ledger.remaining(dataset, analyst=analyst))
 
     def _duplicate(
         self,
