@@ -549,9 +549,11 @@ def _dense_ids(
 ) -> tuple[I64, I64, Callable[[npt.NDArray[Any]], I64]]:
     """Node ids as integers ``0..n−1`` (order-preserving), and the map of other ids to them.
 
-    Integer ids in a range not much wider than the number of edge ends are shifted by their
-    minimum (no sort); other ids are factorised (sorted; a NaN id is one node, as in the
-    engine). The map gives −1 for ids that are not an end of any edge.
+    The ids are the engine's node identities (:func:`sqlgen.node_id`: 64-bit integers,
+    doubles without NaN, or bytes), which compare in Python as in the engine. Integer ids in a
+    range not much wider than the number of edge ends are shifted by their minimum (no sort);
+    other ids are factorised (sorted). The map gives −1 for ids that are not an end of any
+    edge.
     """
     m = len(u_raw)
     if m and u_raw.dtype.kind in "iu" and w_raw.dtype.kind in "iu":
@@ -568,8 +570,8 @@ def _dense_ids(
                 return np.where((x >= 0) & (x < n), x, -1).astype(np.int64)
 
             return (u_raw.astype(np.int64) - lo, w_raw.astype(np.int64) - lo, shifted)
-    # NaN is one node, as in the engine (NaN = NaN there): no sentinel code, so every edge end
-    # gets an id ≥ 0 and nothing here can fail on the private edge list.
+    # No sentinel code (a NaN, which node identities never hold, would be one node): every
+    # edge end gets an id ≥ 0 and nothing here can fail on the private edge list.
     codes, uniques = pd.factorize(np.concatenate([u_raw, w_raw]), sort=True, use_na_sentinel=False)
     index = pd.Index(uniques)
 
