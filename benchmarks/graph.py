@@ -29,8 +29,12 @@ repetition): wall-clock and process CPU time (all of DuckDB's
 threads; less sensitive to other load on a shared machine), minima of interleaved
 repetitions.
 
-Run: ``.venv/bin/python benchmarks/graph.py [--shape power-law] [--edges 1e7] [--nodes 2e6]
-[--max-degree 50] [--repeat 5]`` (writes ``benchmarks/results/graph.md``).
+With ``--ids text`` every id becomes a string (``"u123456"``): the DP statistics then
+compare node identities as the UTF-8 bytes of NFC text (:func:`deniable.graph.sqlgen.node_id`)
+while the floors read the raw columns, so the ratios include that normalisation's cost.
+
+Run: ``.venv/bin/python benchmarks/graph.py [--shape power-law] [--ids integer] [--edges 1e7]
+[--nodes 2e6] [--max-degree 50] [--repeat 5]`` (writes ``benchmarks/results/graph.md``).
 """
 
 from __future__ import annotations
@@ -108,12 +112,15 @@ def main() -> None:
     parser.add_argument("--max-degree", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--shape", choices=sorted(SHAPES), default="power-law")
+    parser.add_argument("--ids", choices=["integer", "text"], default="integer")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     m, n, d = int(args.edges), int(args.nodes), args.max_degree
 
     t0 = time.perf_counter()
     frame = SHAPES[args.shape](m, n)
+    if args.ids == "text":  # e.g. "u123456": node identities become bytes of NFC text
+        frame = "u" + frame.astype(str)
     gen_time = time.perf_counter() - t0
     tmp = tempfile.mkdtemp()
     session = Session(budget=Epsilon(epsilon=10_000), ledger=os.path.join(tmp, "ledger.db"))
@@ -125,7 +132,9 @@ def main() -> None:
     reg_time = time.perf_counter() - t0
     g_edge, g_node = session.graph("g_edge"), session.graph("g_node")
     table = g_edge._edges.name
-    ends = g_edge._ends
+    spec = g_edge._ends
+    # the floors read the raw end columns: no node identity (sqlgen.node_id) is computed
+    raw_ends = sqlgen.Ends(table, spec.source, spec.target, sqlgen.IdMode.INTEGER)
     caps = DUCKDB_CAPABILITIES
 
     def run_sql(tree: object) -> object:
@@ -136,11 +145,13 @@ def main() -> None:
     raw = exp.select(exp.Count(this=exp.Star())).from_(exp.Table(this=exp.to_identifier(table)))
     floors: dict[str, Callable[[], object]] = {
         "COUNT(*) of the edge rows": lambda: run_sql(raw),
-        "edge count (normalised)": lambda: run_sql(sqlgen.edge_count(caps, ends)),
+        "edge count (normalised)": lambda: run_sql(sqlgen.edge_count(caps, raw_ends)),
         "degree histogram (normalised, exact)": lambda: run_sql(
-            sqlgen.clamped_degree_histogram(caps, ends, 10**9)
+            sqlgen.clamped_degree_histogram(caps, raw_ends, 10**9)
         ),
-        "triangle count (normalised, exact)": lambda: run_sql(sqlgen.triangle_total(caps, ends)),
+        "triangle count (normalised, exact)": lambda: run_sql(
+            sqlgen.triangle_total(caps, raw_ends)
+        ),
     }
     eps = iter(range(1, 10**6))
 
@@ -166,7 +177,7 @@ def main() -> None:
             timed(fn, times[name], cpu[name])
         # the node-level parts
         t = time.perf_counter()
-        ordered = run_sql(sqlgen.ordered_edges(caps, ends, 12345))
+        ordered = run_sql(sqlgen.ordered_edges(caps, spec, 12345))
         parts["pull ordered edges"].append(time.perf_counter() - t)
         t = time.perf_counter()
         u_raw = ordered.column(0).to_numpy()  # type: ignore[attr-defined]
@@ -178,7 +189,7 @@ def main() -> None:
         parts["projection"].append(time.perf_counter() - t)
         # the node-level triangle count's parts
         t = time.perf_counter()
-        pat = run_sql(sqlgen.triangle_structure(caps, ends, lipschitz.triangle_cap(d)))
+        pat = run_sql(sqlgen.triangle_structure(caps, spec, lipschitz.triangle_cap(d)))
         tri_parts["heavy patterns (engine)"].append(time.perf_counter() - t)
         t = time.perf_counter()
         rows = list(zip(*(pat.column(i).to_pylist() for i in range(4)), strict=True))  # type: ignore[attr-defined]
@@ -186,8 +197,8 @@ def main() -> None:
             (((h1, h2, h3), c) for h1, h2, h3, c in rows), lipschitz.triangle_cap(d)
         )
         tri_parts["linear program"].append(time.perf_counter() - t)
-    simple = int(run_sql(sqlgen.edge_count(caps, ends)).column(0)[0].as_py())  # type: ignore[attr-defined]
-    triangles = int(run_sql(sqlgen.triangle_total(caps, ends)).column(0)[0].as_py())  # type: ignore[attr-defined]
+    simple = int(run_sql(sqlgen.edge_count(caps, raw_ends)).column(0)[0].as_py())  # type: ignore[attr-defined]
+    triangles = int(run_sql(sqlgen.triangle_total(caps, raw_ends)).column(0)[0].as_py())  # type: ignore[attr-defined]
     patterns = len(rows)
     ends = np.concatenate([u_ids, w_ids])
     deg = np.bincount(ends)
@@ -202,7 +213,7 @@ def main() -> None:
         "node level: triangle count": "triangle count (normalised, exact)",
     }
     lines = [
-        f"## Graph queries (`benchmarks/graph.py`), {args.shape} graph, D = {d}",
+        f"## Graph queries (`benchmarks/graph.py`), {args.shape} graph, {args.ids} ids, D = {d}",
         "",
         (
             (
@@ -250,6 +261,7 @@ def main() -> None:
         "",
         (
             f"Reproduce: `.venv/bin/python benchmarks/graph.py --shape {args.shape} "
+            f"--ids {args.ids} "
             f"--edges {args.edges:g} --nodes {args.nodes:g} --max-degree {d} "
             f"--repeat {args.repeat}`"
         ),
