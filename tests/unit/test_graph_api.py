@@ -396,3 +396,48 @@ def test_table_options_on_a_graph_query_are_refused_not_ignored(
     with pytest.raises(InvalidParameter, match=f"{name}= applies to table queries"):
         session.sql("SELECT COUNT(*) FROM g_node", epsilon=0.1, **option)  # type: ignore[arg-type]
     assert session.budget.spent == Epsilon(epsilon=0)
+
+
+@pytest.mark.parametrize("secret", [3, 2**40 + 1])
+def test_text_ids_are_numbered_in_the_engine_and_match_the_references(
+    tmp_path: Path, secret: int
+) -> None:
+    # Text ids reach Python as dense node numbers (sqlgen.numbered): the projection on them,
+    # and the attribute lookup through the same numbers, equal the references computed here
+    # from the identities the engine orders by.
+    rng = np.random.default_rng(secret % 97)  # test data only
+    names = [f"nœud-{i}" for i in range(40)]
+    pairs = [(names[i], names[j]) for i, j in rng.integers(0, 40, (200, 2)) if i != j]
+    frame = pd.DataFrame(pairs, columns=["a", "b"])
+    people = pd.DataFrame({"id": names, "city": [("x", "y", "z")[i % 3] for i in range(40)]})
+    with _session(tmp_path) as s:
+        s.add_graph(
+            "g",
+            frame,
+            source_col="a",
+            target_col="b",
+            unit="node",
+            max_degree=3,
+            nodes=people,
+            node_key="id",
+            domains={"city": ["x", "y", "z"]},
+        )
+        g = s.graph("g")
+        assert sqlgen.numbered(g._ends)
+        caps = g._engine.capabilities
+        order = g._run(sqlgen.ordered_edges(caps, g._ends, secret))
+        u = np.array(order.column(0).to_pylist(), dtype=np.int64)
+        w = np.array(order.column(1).to_pylist(), dtype=np.int64)
+        assert len(u) == len({(min(a, b), max(a, b)) for a, b in pairs})
+        kept = edge_addition_projection(u, w, 3)
+        assert g._exact(GraphQuery(Kind.EDGE_COUNT), secret).values.tolist() == [int(kept.sum())]
+        # the numbers follow the identities' order: number k is the k-th name in byte order
+        ordered_names = sorted({n.encode() for p in pairs for n in p})
+        deg = degrees(u[kept], w[kept], len(ordered_names))
+        city = {n.encode(): c for n, c in zip(people.id, people.city, strict=True)}
+        want = [
+            sum(int(deg[k]) for k, n in enumerate(ordered_names) if city[n] == c)
+            for c in ("x", "y", "z")
+        ]
+        q = GraphQuery(Kind.EDGE_ENDS_BY, attribute="city")
+        assert g._exact(q, secret, ["x", "y", "z"]).values.tolist() == want

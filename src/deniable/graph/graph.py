@@ -355,9 +355,14 @@ class Graph:
             return Exact(list(range(1, d + 1)), hist.astype(np.int64))
         assert kind is Kind.EDGE_ENDS_BY and keys is not None and self._nodes is not None
         assert self._node_key is not None and query.attribute is not None
-        tree = sqlgen.node_attributes(
-            caps, self._nodes.name, self._node_key, query.attribute, self._ends.mode
-        )
+        if sqlgen.numbered(self._ends):
+            tree = sqlgen.numbered_attributes(
+                caps, self._ends, self._nodes.name, self._node_key, query.attribute
+            )
+        else:
+            tree = sqlgen.node_attributes(
+                caps, self._nodes.name, self._node_key, query.attribute, self._ends.mode
+            )
         attrs = self._run(tree)
         node_ids = attrs.column(0).to_numpy(zero_copy_only=False)
         groups = attrs.column(1).to_pylist()

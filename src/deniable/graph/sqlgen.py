@@ -352,21 +352,80 @@ def edge_ends_by_attribute(
     return _with(q, caps, ends)
 
 
+NUMBERS = "__i"
+
+
+def _numbers() -> exp.Select:
+    """``__i(x, i)``: every node identity ``x`` with a dense number ``i`` (0, 1, …, by ``x``)."""
+    both = exp.union(
+        exp.select(_alias(_col("u"), "x")).from_(_table(EDGES)),
+        exp.select(_alias(_col("w"), "x")).from_(_table(EDGES)),
+        distinct=True,
+    )
+    number = exp.Sub(
+        this=exp.Window(
+            this=exp.RowNumber(), order=exp.Order(expressions=[exp.Ordered(this=_col("x"))])
+        ),
+        expression=_int(1),
+    )
+    return exp.select(_col("x"), _alias(number, "i")).from_(
+        exp.Subquery(this=both, alias=exp.TableAlias(this=identifier(ENDS)))
+    )
+
+
+def numbered(ends: Ends) -> bool:
+    """Whether the node-level statements number the nodes in the engine (bytes identities).
+
+    Python then receives 64-bit integers, not bytes to factorise (much slower).
+    """
+    return ends.mode is IdMode.BYTES
+
+
 def ordered_edges(caps: Capabilities, ends: Ends, key: int) -> exp.Select:
     """The normalised edges ``(u, w)`` in the stable order ``(keyed hash, u, w)``.
 
-    The input of the node-level projection, which is sequential and runs in Python.
+    The input of the node-level projection, which is sequential and runs in Python. With
+    :func:`numbered` ids, each end is given as its node's number in ``__i`` instead (the
+    order is still that of the identities).
     """
-    q = (
-        exp.select(_col("u"), _col("w"))
-        .from_(_table(EDGES))
-        .order_by(
-            exp.Ordered(this=_order_hash(caps, key)),
-            exp.Ordered(this=_col("u")),
-            exp.Ordered(this=_col("w")),
-        )
+    order = (
+        exp.Ordered(this=_order_hash(caps, key)),
+        exp.Ordered(this=_col("u", EDGES)),
+        exp.Ordered(this=_col("w", EDGES)),
     )
-    return _with(q, caps, ends)
+    if not numbered(ends):
+        q = exp.select(_col("u"), _col("w")).from_(_table(EDGES)).order_by(*order)
+        return _with(q, caps, ends)
+    iu, iw = "__iu", "__iw"
+    q = (
+        exp.select(_alias(_col("i", iu), "u"), _alias(_col("i", iw), "w"))
+        .from_(_table(EDGES))
+        .join(_table(NUMBERS, iu), on=exp.EQ(this=_col("x", iu), expression=_col("u", EDGES)))
+        .join(_table(NUMBERS, iw), on=exp.EQ(this=_col("x", iw), expression=_col("w", EDGES)))
+        .order_by(*order)
+    )
+    return _with(q, caps, ends, (NUMBERS, _numbers()))
+
+
+def numbered_attributes(
+    caps: Capabilities, ends: Ends, nodes: str, node_key: Column, attribute: str
+) -> exp.Select:
+    """:func:`node_attributes` keyed by the node numbers of :func:`ordered_edges`.
+
+    Only nodes that are an end of some edge have a number (others have no degree).
+    """
+    attrs = "__a"
+    q = (
+        exp.select(_alias(_col("i", NUMBERS), "k"), _alias(_col("g", attrs), "g"))
+        .from_(
+            exp.Subquery(
+                this=node_attributes(caps, nodes, node_key, attribute, ends.mode),
+                alias=exp.TableAlias(this=identifier(attrs)),
+            )
+        )
+        .join(_table(NUMBERS), on=exp.EQ(this=_col("x", NUMBERS), expression=_col("k", attrs)))
+    )
+    return _with(q, caps, ends, (NUMBERS, _numbers()))
 
 
 def node_attributes(
