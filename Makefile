@@ -34,6 +34,7 @@ bench: $(STAMP)
 	@for b in $(BENCHES); do echo "== $$b"; $(BIN)/python benchmarks/$$b.py || exit 1; done
 	$(BIN)/python benchmarks/graph.py --shape communities --edges 1e7 --nodes 1e6 \
 		--max-degree 10 --repeat 2 --out benchmarks/results/graph_communities.md
+	$(BIN)/python benchmarks/graph.py --ids text --repeat 2 --out benchmarks/results/graph_text.md
 	$(BIN)/python benchmarks/assemble.py
 
 # Other DP libraries, each in its own virtualenv (their pins conflict); needs PyPI.
