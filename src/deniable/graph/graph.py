@@ -40,7 +40,7 @@ from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
 from deniable.engines.base import Engine, TableBinding
 from deniable.errors import BudgetExceeded, InvalidParameter, UnsafeQuery
 from deniable.graph import lipschitz, sqlgen
-from deniable.graph.projection import edge_addition_projection
+from deniable.graph.projection import dict_key, edge_addition_projection
 from deniable.graph.queries import (
     GraphQuery,
     Kind,
@@ -367,11 +367,11 @@ class Graph:
         node_ids = attrs.column(0).to_numpy(zero_copy_only=False)
         groups = attrs.column(1).to_pylist()
         where = lookup(node_ids)
-        slot = {_group(k): i for i, k in enumerate(keys)}
+        slot = {dict_key(k): i for i, k in enumerate(keys)}
         out = np.zeros(len(keys), dtype=np.int64)
         for node, g in zip(where.tolist(), groups, strict=True):
-            if node >= 0 and _group(g) in slot:
-                out[slot[_group(g)]] += int(deg[node])
+            if node >= 0 and dict_key(g) in slot:
+                out[slot[dict_key(g)]] += int(deg[node])
         return Exact(list(keys), out)
 
     # -- helpers ---------------------------------------------------------------------------
@@ -611,26 +611,12 @@ def _checked_ids(
 
 def _by_key(table: pa.Table, keys: list[object]) -> Exact:
     """Per-key exact counts in the order of ``keys`` (missing keys are 0, others dropped)."""
-    slot = {_group(k): i for i, k in enumerate(keys)}
+    slot = {dict_key(k): i for i, k in enumerate(keys)}
     out = np.zeros(len(keys), dtype=np.int64)
     for k, n in zip(table.column(0).to_pylist(), table.column(1).to_pylist(), strict=True):
-        if _group(k) in slot:
-            out[slot[_group(k)]] = int(n)
+        if dict_key(k) in slot:
+            out[slot[dict_key(k)]] = int(n)
     return Exact(keys, out)
-
-
-class _NaNGroup:
-    """The one NaN attribute value (the engine groups NaN values together; NaN ≠ NaN here)."""
-
-
-_NAN_GROUP = _NaNGroup()
-
-
-def _group(value: object) -> object:
-    """An attribute value as a dictionary key: every float NaN is one group."""
-    if isinstance(value, float) and value != value:
-        return _NAN_GROUP
-    return value
 
 
 _SCALARS = (str, int, float, bool, datetime.date, datetime.time, decimal.Decimal)
@@ -727,7 +713,7 @@ def register(
             raise InvalidParameter(
                 f"the domain of {attr!r} must list scalar values (text, numbers, booleans, dates)"
             )
-        if not vals or len(vals) > MAX_DOMAIN or len({_group(v) for v in vals}) != len(vals):
+        if not vals or len(vals) > MAX_DOMAIN or len({dict_key(v) for v in vals}) != len(vals):
             raise InvalidParameter(
                 f"the domain of {attr!r} must hold 1 to {MAX_DOMAIN} distinct values"
             )

@@ -62,6 +62,7 @@ from scipy.optimize import linprog
 from scipy.sparse.csgraph import connected_components
 
 from deniable.errors import InternalError
+from deniable.graph.projection import dict_key
 
 F64 = npt.NDArray[np.float64]
 
@@ -114,7 +115,9 @@ def statistic(patterns: Iterable[tuple[Sequence[Hashable | None], int]], cap: in
     light = 0
     merged: dict[tuple[Hashable, ...], int] = {}
     for nodes, count in patterns:
-        heavy = tuple(_node(v) for v in nodes if v is not None)
+        # every NaN one key (NaN ≠ NaN would split one node's constraint: 2Δ for one node);
+        # the engine's node identities never hold NaN, direct callers may
+        heavy = tuple(dict_key(v) for v in nodes if v is not None)
         if count <= 0:
             continue
         if not heavy:
@@ -124,31 +127,6 @@ def statistic(patterns: Iterable[tuple[Sequence[Hashable | None], int]], cap: in
     if not merged:
         return light
     return light + _certified_floor(merged, cap)
-
-
-class _NaN:
-    """The one NaN node id, for callers that pass NaN.
-
-    The engine's node ids never hold one (:func:`deniable.graph.sqlgen.node_id` makes NaN no
-    node); direct callers of :func:`statistic` may.
-    """
-
-    def __repr__(self) -> str:
-        return "NaN"
-
-
-_NAN_NODE = _NaN()
-
-
-def _node(v: Hashable) -> Hashable:
-    """``v`` as a dictionary key equal for equal node ids: every float NaN is one node.
-
-    NaN ≠ NaN in Python, so two NaN ids from two pattern rows would otherwise be two
-    constraints of ``Δ`` each — one node allowed ``2Δ``, more than the proof allows.
-    """
-    if isinstance(v, float) and math.isnan(v):
-        return _NAN_NODE
-    return v
 
 
 def _certified_floor(merged: dict[tuple[Hashable, ...], int], cap: int) -> int:

@@ -83,6 +83,8 @@ the engine). It is ``O(|E|)`` with a small constant.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import numpy.typing as npt
 
@@ -90,6 +92,30 @@ from deniable.errors import InvalidParameter
 
 I64 = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
+
+
+class _NaN:
+    """The one NaN key: NaN ≠ NaN in Python, while engines group NaN values together."""
+
+    def __repr__(self) -> str:
+        return "NaN"
+
+
+_NAN = _NaN()
+
+
+def dict_key(value: object) -> object:
+    """``value`` as a dictionary key on which every float NaN is one key (else unchanged).
+
+    For node ids and attribute values read back from the engine, which groups NaN together.
+
+    Examples:
+        >>> dict_key(float("nan")) is dict_key(float("nan")), dict_key(1.5)
+        (True, 1.5)
+    """
+    if isinstance(value, float) and math.isnan(value):
+        return _NAN
+    return value
 
 
 def _check_d(max_degree: int) -> int:
