@@ -103,6 +103,32 @@ ORDER_FREE = {
 }
 
 
+def assert_truncations_follow_the_engines_order(graph: Any, unit: str, secret: int) -> None:
+    """``graph``'s truncated statistics equal the Python references on its engine's order.
+
+    The truncations follow each engine's keyed hash (PostgreSQL's hashint8extended chain,
+    Spark's xxhash64, DuckDB's hash), so the references run on the order the engine itself
+    returns for ``secret``: mutual top-D triangles at edge level, the projection's edge
+    count and degree histogram at node level.
+    """
+    order = graph._run(sqlgen.ordered_edges(graph._engine.capabilities, graph._ends, secret))
+    u = np.array(order.column(0).to_pylist(), dtype=np.int64)
+    w = np.array(order.column(1).to_pylist(), dtype=np.int64)
+    pairs = {(min(a, b), max(a, b)) for a, b in zip(EDGES.src, EDGES.dst, strict=True) if a != b}
+    assert len(u) == len(pairs)
+    if unit == "edge":
+        top = mutual_top_d(u, w, D)
+        got = graph._exact(GraphQuery(Kind.TRIANGLES), secret).values.tolist()
+        assert got == [triangle_count(u[top], w[top])] and got[0] > 0
+        return
+    kept = edge_addition_projection(u, w, D)
+    deg = degrees(u[kept], w[kept], 60)
+    count = graph._exact(GraphQuery(Kind.EDGE_COUNT), secret).values.tolist()
+    assert count == [int(kept.sum())]
+    hist = graph._exact(GraphQuery(Kind.DEGREE_HISTOGRAM), secret).values.tolist()
+    assert hist == [int((deg == k).sum()) for k in range(1, D + 1)]
+
+
 @pytest.mark.parametrize("unit", ["edge", "node"])
 def test_postgres_graphs_match_duckdb_and_the_references(
     server: PostgresServer, tmp_path: Path, unit: str
@@ -118,31 +144,8 @@ def test_postgres_graphs_match_duckdb_and_the_references(
             keys = CITIES if q.kind is Kind.EDGE_ENDS_BY else None
             got = pg._exact(q, 3, keys).values.tolist()
             assert got == duck._exact(q, 3, keys).values.tolist(), q.kind
-        # the truncations follow each engine's keyed hash (PostgreSQL's hashint8extended
-        # chain, DuckDB's hash): PostgreSQL's statistics equal the Python references run on
-        # the order PostgreSQL itself returns for the same secret
         for secret in (3, 2**40 + 7):
-            order = pg._run(sqlgen.ordered_edges(pg._engine.capabilities, pg._ends, secret))
-            u = np.array(order.column(0).to_pylist(), dtype=np.int64)
-            w = np.array(order.column(1).to_pylist(), dtype=np.int64)
-            assert len(u) == len(
-                {
-                    (min(a, b), max(a, b))
-                    for a, b in zip(EDGES.src, EDGES.dst, strict=True)
-                    if a != b
-                }
-            )
-            if unit == "edge":
-                top = mutual_top_d(u, w, D)
-                got = pg._exact(GraphQuery(Kind.TRIANGLES), secret).values.tolist()
-                assert got == [triangle_count(u[top], w[top])] and got[0] > 0
-            else:
-                kept = edge_addition_projection(u, w, D)
-                deg = degrees(u[kept], w[kept], 60)
-                count = pg._exact(GraphQuery(Kind.EDGE_COUNT), secret).values.tolist()
-                assert count == [int(kept.sum())]
-                hist = pg._exact(GraphQuery(Kind.DEGREE_HISTOGRAM), secret).values.tolist()
-                assert hist == [int((deg == k).sum()) for k in range(1, D + 1)]
+            assert_truncations_follow_the_engines_order(pg, unit, secret)
         answer = s.sql("SELECT COUNT(*) AS t FROM triangles(pg)", epsilon=1)
         assert answer.columns == ["t", "t_low", "t_high"]
         assert s.budget.spent == Epsilon(epsilon=1)
