@@ -56,9 +56,35 @@ class Server:
             self.process.wait(timeout=10)
 
 
-def start_server(config: Path, *, workers: int, log: Path, timeout: float = 30.0) -> Server:
-    """Start ``deniable.server.run.serve`` in a new process group; wait until it answers."""
+START_TIMEOUT = 300.0
+"""How long a server may take to answer its first health check. Readiness is what the tests
+wait on; this deadline only bounds a start that never comes (a loaded 2-core machine took
+more than 30 s to import and open a service)."""
+
+
+def start_server(
+    config: Path, *, workers: int, log: Path, timeout: float = START_TIMEOUT
+) -> Server:
+    """Start ``deniable.server.run.serve`` in a new process group; wait until it answers.
+
+    A port taken by another process between :func:`free_port` and the server's bind (tests
+    run in parallel) is retried on a fresh port.
+    """
+    for _ in range(3):
+        try:
+            return _start_server(config, workers=workers, log=log, timeout=timeout)
+        except _PortTaken:
+            continue
+    raise RuntimeError(f"server could not bind a free port:\n{log.read_text()[-3000:]}")
+
+
+class _PortTaken(Exception):
+    pass
+
+
+def _start_server(config: Path, *, workers: int, log: Path, timeout: float) -> Server:
     port = free_port()
+    start = log.stat().st_size if log.exists() else 0
     code = (
         "from deniable.server.run import serve; "
         f"serve({str(config)!r}, port={port}, workers={workers}, log_level='warning')"
@@ -75,7 +101,10 @@ def start_server(config: Path, *, workers: int, log: Path, timeout: float = 30.0
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"server exited early:\n{log.read_text()[-3000:]}")
+            text = log.read_text()[start:]
+            if "address already in use" in text.lower():
+                raise _PortTaken
+            raise RuntimeError(f"server exited early:\n{text[-3000:]}")
         try:
             if httpx.get(f"{server.url}/v1/health", timeout=1).status_code == 200:
                 break

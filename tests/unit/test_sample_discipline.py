@@ -281,6 +281,26 @@ def test_ledger_samples_command_lists_consumed_samples(path: Path) -> None:
     assert text.exit_code == 0 and "1 sampling-based release" in text.output
 
 
+def test_ledger_samples_text_does_not_depend_on_terminal_width(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long ledger path and an 80-column COLUMNS (a fresh CI machine) wrapped the sentence."""
+    from deniable.cli.main import main
+
+    deep = tmp_path.joinpath(*(["a-rather-long-directory-name"] * 6))
+    deep.mkdir(parents=True)
+    path = deep / "ledger.sqlite"
+    with Ledger(path) as led:
+        led.register("d", CAP)
+        _release(led, new_sample_id())
+    for columns in ("40", "80", "300"):
+        monkeypatch.setenv("COLUMNS", columns)
+        text = CliRunner().invoke(main, ["ledger", "samples", "--ledger", str(path)])
+        assert text.exit_code == 0, text.output
+        assert f"ledger {path}: 1 sampling-based release" in text.output
+        assert "…" not in text.output
+
+
 def test_each_anonymization_names_its_own_sample(files: tuple[Path, Path]) -> None:
     import duckdb
 

@@ -31,6 +31,7 @@ from deniable.cli.common import (
     loss_text,
     make_loss,
     open_ledger,
+    print_titled,
 )
 
 ROLES = ("analyst", "curator")
@@ -98,12 +99,13 @@ def list_(config_path: Path | None, ledger_path: Path | None, as_json: bool) -> 
             }
         )
         return
-    table = Table(title=f"analysts of {path}", title_justify="left")
+    title = f"analysts of {path}"
+    table = Table()
     for col in ("name", "role", "added (UTC)", "revoked (UTC)"):
         table.add_column(col)
     for a in analysts:
         table.add_row(a.name, a.role, _time(a.created) or "", _time(a.revoked_at) or "—")
-    console().print(table)
+    print_titled(console(), title, table)
 
 
 def _time(value: Any) -> str | None:

@@ -21,6 +21,7 @@ from deniable.cli.common import (
     loss_doc,
     loss_text,
     open_ledger,
+    print_titled,
 )
 from deniable.cli.datasets import dataset_names
 
@@ -65,7 +66,8 @@ def command(
         )
         return
     out = console()
-    table = Table(title=f"budget ({path})", title_justify="left")
+    title = f"budget ({path})"
+    table = Table()
     for col in ("dataset", "analyst", "cap / allowance", "spent", "remaining"):
         table.add_column(col)
     for d in report:
@@ -85,7 +87,7 @@ def command(
                 loss_text(a["spent"]),
                 loss_text(a["remaining"]),
             )
-    out.print(table)
+    print_titled(out, title, table)
     if not report:
         out.print("no dataset is registered in this ledger yet")
 

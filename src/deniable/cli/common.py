@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import click
 from rich.console import Console
+from rich.table import Table
 
 from deniable.errors import (
     BudgetExceeded,
@@ -203,9 +204,32 @@ def _jsonable(value: object) -> object:
     return value
 
 
+PIPED_WIDTH = 4096
+"""Line width when standard output is not a terminal: wide enough that no table cell,
+title or sentence is wrapped or truncated (a pipe or a file has no width to fit)."""
+
+
 def console() -> Console:
-    """A console on standard output for tables (plain text when not a terminal)."""
-    return Console(highlight=False, soft_wrap=False)
+    """A console on standard output for tables.
+
+    On a terminal, tables fit its width. Anywhere else (a pipe, a file, a test runner) the
+    output is plain text whose lines never wrap or truncate, whatever ``COLUMNS`` says, so
+    what a script reads does not depend on a terminal's width.
+    """
+    con = Console(highlight=False, soft_wrap=False)
+    if con.is_terminal:
+        return con
+    return Console(highlight=False, soft_wrap=False, width=PIPED_WIDTH)
+
+
+def print_titled(out: Console, title: str, table: Table) -> None:
+    """Print ``title`` on a line of its own (never wrapped to the table's width), then ``table``.
+
+    A title that names a file path is longer than a narrow table; as a Rich table title it
+    would be folded over several lines, so a reader (or a script) could not find it whole.
+    """
+    out.print(title, soft_wrap=True, markup=False)
+    out.print(table)
 
 
 def err_console() -> Console:

@@ -30,6 +30,7 @@ from deniable.cli.common import (
     loss_doc,
     loss_text,
     open_ledger,
+    print_titled,
     progress,
 )
 from deniable.cli.datasets import dataset_names
@@ -82,7 +83,8 @@ def history(
         )
         return
     count = f"{len(charges)} charge" + ("" if len(charges) == 1 else "s")
-    table = Table(title=f"ledger {path}: {count}", title_justify="left")
+    title = f"ledger {path}: {count}"
+    table = Table()
     for name, justify in (
         ("id", "right"),
         ("time (UTC)", "left"),
@@ -103,7 +105,7 @@ def history(
             c.status,
             c.query_text,
         )
-    console().print(table)
+    print_titled(console(), title, table)
 
 
 @command.command(name="samples")
@@ -153,7 +155,8 @@ def samples(
     for name, spec in specs.items():
         out.print(f"dataset {name}: accountant {spec}", soft_wrap=True)
     count = f"{len(releases)} sampling-based release" + ("" if len(releases) == 1 else "s")
-    table = Table(title=f"ledger {path}: {count}", title_justify="left")
+    title = f"ledger {path}: {count}"
+    table = Table()
     for column in ("charge", "time (UTC)", "dataset", "sample (consumed)", "β", "loss", "release"):
         table.add_column(column)
     for r in releases:
@@ -166,7 +169,7 @@ def samples(
             loss_text(r.charge.loss),
             r.charge.query_text,
         )
-    out.print(table)
+    print_titled(out, title, table)
 
 
 def _report_doc(report: Any, path: Path) -> dict[str, object]:
