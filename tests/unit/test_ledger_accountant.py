@@ -127,8 +127,10 @@ def test_lowering_the_cap_below_what_zcdp_spent_is_refused(ledger: Ledger) -> No
         ledger.register(
             "d", EpsilonDelta(epsilon=Fraction(1, 2), delta=CAP.delta), allow_change=True
         )
-    ledger.register("d", EpsilonDelta(epsilon=2, delta=CAP.delta), allow_change=True)
-    assert _fill(ledger, PER) > 40
+    # raising a charged zCDP cap is refused too (issue 20: the filter needs it fixed)
+    with pytest.raises(InvalidParameter, match="cannot be raised"):
+        ledger.register("d", EpsilonDelta(epsilon=2, delta=CAP.delta), allow_change=True)
+    assert ledger.cap("d") == CAP
 
 
 def test_allowances_are_zcdp_slices(ledger: Ledger) -> None:

@@ -10,40 +10,74 @@ after seeing the answers to the previous ones.
 Admission rules and the theorem behind each
 -------------------------------------------
 
+Sources, by the numbers they carry where published: Bun & Steinke 2016, *Concentrated
+Differential Privacy: Simplifications, Extensions, and Lower Bounds* (TCC; arXiv:1605.02065);
+Feldman & Zrnic, *Individual Privacy Accounting via a Rényi Filter* (NeurIPS 2021;
+arXiv:2008.11193, numbering of v4); Whitehouse, Ramdas, Rogers & Wu, *Fully-Adaptive
+Composition in Differential Privacy* (ICML 2023, PMLR 202; arXiv:2203.05481); Kairouz, Oh &
+Viswanath 2015, *The Composition Theorem for Differential Privacy* (ICML).
+
 :class:`RenyiFilter` — one Rényi order ``α`` fixed in advance and a bound ``B``. It admits a
-charge whose RDP loss at ``α`` is ``εᵢ(α)`` while ``Σ εᵢ(α) ≤ B``. *Feldman & Zrnic 2021,
-"Individual Privacy Accounting via a Rényi Filter" (NeurIPS), Theorem 3.1*: if each mechanism
-is ``(α, εᵢ(α))``-RDP given the past outputs and the running sum never exceeds ``B`` (the
-filter refuses before it would), the adaptive composition is ``(α, B)``-RDP. The loss of a
-charge at ``α``: ρ-zCDP → ``αρ`` (Bun–Steinke 2016, Def. 1.1: zCDP *is* RDP at every order
-with ``ε(α) = αρ``); pure ε-DP → ``min(ε, αε²/2)`` (ε-DP is ``(α, ε)``-RDP for every α, and
-ε²/2-zCDP by Bun–Steinke 2016, Prop. 1.4). Charges with ``δ > 0`` are refused: RDP has no δ.
+charge whose RDP loss at ``α`` is ``εᵢ(α)`` while ``Σ εᵢ(α) ≤ B``. Feldman–Zrnic's Rényi
+filter (Theorem 3.1: adaptive composition when the running sum of the conditional RDP
+losses stays at most ``B`` on every path; the filter, Theorem 4.3 and Remark 4.4): if each
+mechanism is ``(α, εᵢ(α))``-RDP given the past outputs, its ``εᵢ(α)`` chosen from them, and
+the filter refuses before the sum would exceed ``B``, the whole interaction is
+``(α, B)``-RDP. The loss of a charge at ``α``: ρ-zCDP → ``αρ`` (Bun–Steinke Def. 1.1: zCDP
+*is* RDP at every order with ``ε(α) = αρ``); pure ε-DP → ``min(ε, αε²/2)`` (ε-DP is
+``(α, ε)``-RDP for every α, and ε²/2-zCDP by Bun–Steinke Prop. 1.4). Charges with
+``δ > 0`` are refused: RDP has no δ.
 
 :class:`ZCDPFilter` — an ``(ε, δ)`` cap spent as zCDP. The cap's δ is split *before the first
 charge* into ``δ_conv`` (pays the final ρ → (ε, δ) conversion) and ``δ_pool = share·δ`` (spent
 additively by charges with δ > 0, e.g. private partition selection). From ``(ε, δ_conv)`` a ρ
 cap ``ρ_max`` is computed once (see below). A charge ``(ρᵢ, δᵢ)`` is admitted iff
-``Σρᵢ ≤ ρ_max`` and ``Σδᵢ ≤ δ_pool``; everything else is refused and changes nothing.
+``Σρᵢ ≤ ρ_max`` and ``Σδᵢ ≤ δ_pool``; everything else is refused and changes nothing. The cap
+itself is fixed too: the ledger refuses to raise the cap of a zCDP dataset once it has a
+charge (lowering it only stops the filter earlier).
+
+*Approximate zCDP* is meant in the mixture sense: ``M`` is δ-approximately ρ-zCDP if for all
+neighbours ``x, x′`` the output laws split as ``M(x) = (1 − δ)P′ + δE`` and
+``M(x′) = (1 − δ)Q′ + δE′`` with ``D_α(P′‖Q′) ≤ αρ`` and ``D_α(Q′‖P′) ≤ αρ`` for every
+``α > 1`` (Bun–Steinke Def. 8.1: a mixture of the output law, i.e. its events are events of
+the mechanism's own randomness — *not* sets of outputs, a reading under which the next
+bullet is false). A weight ``1 − δ′ ≥ 1 − δ`` can always be written as ``1 − δ`` by moving
+mass of ``P′`` into ``E``.
 
 * ρ-zCDP charges (Gaussian / discrete Gaussian answers) count ``ρᵢ``.
-* Pure ε-DP charges count ``ρᵢ = εᵢ²/2`` (Bun–Steinke 2016, Prop. 1.4), ``δᵢ = 0``.
+* Pure ε-DP charges count ``ρᵢ = εᵢ²/2`` (Bun–Steinke Prop. 1.4), ``δᵢ = 0``.
 * ``(εᵢ, δᵢ)`` charges count ``ρᵢ = εᵢ²/2`` and ``δᵢ``: an ``(ε, δ)``-DP mechanism is
-  δ-approximately ``ε²/2``-zCDP (Bun–Steinke 2016, §8: Def. 8.1 with Dwork–Roth Lemma 3.17,
-  which makes the output distributions δ-close to a pair of ε-indistinguishable ones).
+  δ-approximately ``ε²/2``-zCDP in the mixture sense. Proof: for neighbours ``x, x′`` the
+  pair ``(M(x), M(x′))`` is a post-processing ``T`` of the pair of ``(ε, δ)`` randomized
+  response (Kairouz–Oh–Viswanath 2015, §2: every ``(ε, δ)``-DP pair is), whose two laws
+  put mass ``δ`` on an output that names the input and ``1 − δ`` on an ε-randomized-response
+  pair. Pushing the two parts through ``T`` splits ``M(x) = (1 − δ)P′ + δE`` and
+  ``M(x′) = (1 − δ)Q′ + δE′`` with ``P′ = T(RR_ε(0))``, ``Q′ = T(RR_ε(1))``; their likelihood
+  ratio stays within ``e^±ε`` (post-processing), and Bun–Steinke's bound for such a pair
+  (Prop. 1.4; its proof bounds ``D_α(P′‖Q′) ≤ αε²/2`` for any two distributions whose
+  likelihood ratio lies in ``[e^−ε, e^ε]``) gives the zCDP part. Dwork–Roth Lemma 3.17
+  does *not* give this: it yields ε-indistinguishable laws within total-variation distance
+  δ of ``M(x)`` and ``M(x′)``, not a common-weight mixture; and with the events read as
+  sets of outputs the claim is false — ``P = (0.6, 0.4)`` and ``Q = (0.5, 0.5)`` are
+  ``(0.001, 0.1)``-indistinguishable, every output set of probability ≥ 0.9 is the whole
+  space, and ``D₂(P‖Q) = ln 1.04 ≈ 0.039``, far above ``2·0.001²/2``
+  (``tests/unit/test_accounting_soundness_items.py`` checks all three).
 * Adaptivity, δ = 0 charges only: ``Σρᵢ ≤ ρ_max`` holds with probability one, hence at every
-  order ``Σ αρᵢ ≤ αρ_max``, and Feldman–Zrnic Theorem 3.1 at each α makes the whole
+  order ``Σ αρᵢ ≤ αρ_max``, and the Feldman–Zrnic filter at each α makes the whole
   interaction ``(α, αρ_max)``-RDP for every α, i.e. ``ρ_max``-zCDP.
-* Adaptivity, with δ-charges: *Whitehouse, Ramdas, Rogers & Wu 2023, "Fully-Adaptive
-  Composition in Differential Privacy" (ICML), their privacy filter for approximate zCDP*:
-  when each mechanism is δᵢ-approximately ρᵢ-zCDP given the past, with ``(ρᵢ, δᵢ)`` chosen
-  adaptively, and the filter stops before ``Σρᵢ > ρ`` or ``Σδᵢ > δ``, the interaction is
-  δ-approximately ρ-zCDP. Here ``ρ = ρ_max``, ``δ = δ_pool``.
-* Conversion: δ-approximate ρ-zCDP implies ``(ε(ρ, δ'), δ + δ')``-DP for the ε of any
-  ρ-zCDP → ``(ε, δ')`` conversion (Bun–Steinke 2016, §8: condition on the events, convert,
-  add the δ of the events). The conversion used is the minimum of two valid bounds:
-  Bun–Steinke 2016 Prop. 1.3, ``ε = ρ + 2√(ρ ln(1/δ'))``, and the RDP bound of
-  Canonne–Kamath–Steinke 2020 Prop. 12 / Asoodeh et al. 2021 at an order α chosen in advance,
-  ``ε = αρ + ln(1 − 1/α) − (ln δ' + ln α)/(α − 1)``. So everything the filter admitted is
+* Adaptivity, with δ-charges: Whitehouse–Ramdas–Rogers–Wu, Theorem 1 (their filter for
+  approximate zCDP): when each mechanism is δᵢ-approximately ρᵢ-zCDP given the past, with
+  ``(ρᵢ, δᵢ)`` chosen adaptively, and the filter stops before ``Σρᵢ > ρ`` or ``Σδᵢ > δ``
+  (``ρ`` and ``δ`` fixed in advance), the interaction is δ-approximately ρ-zCDP. Here
+  ``ρ = ρ_max``, ``δ = δ_pool``.
+* Conversion: δ-approximate ρ-zCDP implies ``(ε(ρ, δ′), δ + δ′)``-DP for the ε of any
+  ρ-zCDP → ``(ε, δ′)`` conversion: for any output set ``S``,
+  ``P(S) ≤ (1 − δ)P′(S) + δ ≤ (1 − δ)(e^ε Q′(S) + δ′) + δ ≤ e^ε Q(S) + δ′ + δ``, the last step
+  because ``(1 − δ)Q′ ≤ Q`` (the common weight of the mixture is what makes it work). The
+  conversion used is the minimum of two valid bounds: Bun–Steinke Prop. 1.3,
+  ``ε = ρ + 2√(ρ ln(1/δ′))``, and the RDP bound of Canonne–Kamath–Steinke 2020 Prop. 12 /
+  Asoodeh et al. 2021 at an order α chosen in advance,
+  ``ε = αρ + ln(1 − 1/α) − (ln δ′ + ln α)/(α − 1)``. So everything the filter admitted is
   ``(ε_cap, δ_conv + δ_pool) = (ε_cap, δ_cap)``-DP.
 
 Exactness and rounding: losses are exact Fractions and the sums are exact. ``ρ_max`` is
@@ -255,7 +289,9 @@ def zcdp_charge(loss: PrivacyLoss) -> ZCDPSpent:
     """What one charge counts in a zCDP filter (exact; see the module docstring).
 
     ``Rho(ρ)`` → ``(ρ, 0)``; ``Epsilon(ε)`` → ``(ε²/2, 0)``; ``EpsilonDelta(ε, δ)`` →
-    ``(ε²/2, δ)`` (δ-approximate ε²/2-zCDP).
+    ``(ε²/2, δ)``: an ``(ε, δ)``-DP mechanism is δ-approximately ε²/2-zCDP in the mixture
+    sense (Kairouz–Oh–Viswanath's decomposition with Bun–Steinke Prop. 1.4; the module
+    docstring has the proof and why Dwork–Roth Lemma 3.17 is not it).
 
     Raises:
         InvalidParameter: not a privacy loss.
@@ -538,8 +574,9 @@ def rdp_loss(loss: PrivacyLoss, alpha: Number) -> Fraction:
 class RenyiFilter:
     """Feldman–Zrnic's Rényi filter at one order ``α``: admit while ``Σ εᵢ(α) ≤ B``.
 
-    Valid under fully adaptive choice of the charges (Feldman & Zrnic 2021, Theorem 3.1):
-    everything admitted is together ``(α, B)``-RDP. ``α`` and ``B`` are fixed in advance.
+    Valid under fully adaptive choice of the charges (Feldman & Zrnic, arXiv:2008.11193v4,
+    Theorem 3.1 with the filter of Theorem 4.3 and Remark 4.4): everything admitted is
+    together ``(α, B)``-RDP. ``α`` and ``B`` are fixed in advance.
 
     Args:
         alpha: the order, > 1.

@@ -57,6 +57,11 @@ temporary table): that is how the conformance suite and tests feed the engine.
 **Limitations** (declared in :data:`~deniable.engines.base.POSTGRES_CAPABILITIES`): no
 ``TRY``, so a row predicate that could raise (arithmetic, casts) is refused by the compiler,
 naming the engine. Text comparisons follow the database's collation (DuckDB compares bytes).
+``round(double precision)`` rounds ties to even (DuckDB and Spark round them away from zero):
+the compiler clamps every per-row sum value to its bounds' grid units *after* rounding, so a
+value at a bound with a half-unit remainder cannot leave the sensitivity here
+(:func:`deniable.query.rewrite.compile.row_expression`;
+``tests/system/test_postgres_rounding.py``).
 """
 
 from __future__ import annotations

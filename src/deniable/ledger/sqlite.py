@@ -17,8 +17,9 @@ Guarantees (DESIGN.md §7):
   :class:`deniable.accounting.filter.BudgetFilter`: losses add) or ``"zcdp"`` (an ``(ε, δ)``
   cap spent as ρ-zCDP, :class:`deniable.accounting.renyi.ZCDPFilter`; ρ charges are then
   admitted). The choice is a chained fact like the cap, and can change only before the
-  first charge. The zCDP accountant refuses the charges of queries on a Bernoulli sample
-  (increments of one amplified total, valid only added up).
+  first charge; after it, a zCDP dataset's cap can only be lowered (its filter theorems need
+  the budget fixed in advance). The zCDP accountant refuses the charges of queries on a
+  Bernoulli sample (increments of one amplified total, valid only added up).
 * **Sample discipline** (Li–Qardaji–Su §2.6). A release whose guarantee comes from sampling
   alone (safe k-anonymization) is recorded with :meth:`Ledger.record_sample_release`: the
   sample's opaque identity (:func:`new_sample_id`, never derived from data), its rate β and
@@ -936,7 +937,12 @@ class Ledger:
         ``allow_change=True``; the change is then recorded (a curator event for the cap, a
         chain entry for the accountant). A changed cap can never fall below what was already
         spent, and its kind (ε, (ε, δ), ρ) and its accountant can change only while nothing
-        has been charged.
+        has been charged. The cap of a dataset spent through the zCDP accountant can only be
+        *lowered* once something has been charged (ε and δ both at most the old ones, so the
+        filter admits no more than before): the filter theorems it rests on
+        (Feldman–Zrnic, Whitehouse et al.; see :mod:`deniable.accounting.renyi`) need the
+        budget fixed before the first charge, and a cap raised after answers were seen would
+        void the guarantee of the old one without giving the new one.
 
         Args:
             dataset: the dataset's name.
@@ -951,7 +957,8 @@ class Ledger:
             CapConflict: the dataset has a different cap or accountant and ``allow_change``
                 is False.
             InvalidParameter: malformed arguments, an accountant that cannot spend the cap,
-                or a change that would un-spend budget.
+                a change that would un-spend budget, or a raised cap of a zCDP dataset that
+                has charges (nothing is written).
             LedgerTampered: the ledger failed verification.
             LedgerError: storage failure.
         """
@@ -1009,6 +1016,8 @@ class Ledger:
                         f"cannot become a {type(cap).__name__}"
                     )
             elif old != cap:
+                if charged and new_accountant != "basic":
+                    _check_zcdp_cap_change(conn, dataset, old, cap, new_accountant)
                 after = _filter(conn, dataset, cap, new_accountant, analyst=None)
                 if _over(after):
                     raise InvalidParameter(
@@ -2390,6 +2399,46 @@ def _filter_total(budget: BudgetFilter | ZCDPFilter) -> dict[str, str]:
     if isinstance(budget, ZCDPFilter):
         return _zcdp_json(budget.used, budget.accountant.spec)
     return _loss_json(budget.spent)
+
+
+def _check_zcdp_cap_change(
+    conn: sqlite3.Connection,
+    dataset: str,
+    old: PrivacyLoss,
+    cap: PrivacyLoss,
+    accountant: Accountant,
+) -> None:
+    """Refuse a new cap for a charged zCDP dataset unless it only lowers the old one.
+
+    The zCDP filter's guarantee (Feldman–Zrnic's Rényi filter, Whitehouse et al.'s filter for
+    approximate zCDP) holds for a budget fixed before the first charge. A lower cap only
+    makes the filter stop earlier: every run it admits is a run the old filter admits too
+    (an analyst may always stop asking), so the old cap's guarantee still covers it (the
+    lower cap is then a spending limit; it is the guarantee itself only if lowering did not
+    depend on the answers). A higher cap, chosen after answers were seen, is covered by no
+    theorem. "Lower" is checked where admission happens: ``ε`` and ``δ`` at most the old
+    ones *and* the new ``ρ_max`` and δ pool at most the old ones.
+
+    Raises:
+        InvalidParameter: the new cap is not below the old one in that sense.
+    """
+    before = _filter(conn, dataset, old, accountant, analyst=None)
+    after = _filter(conn, dataset, cap, accountant, analyst=None)
+    lowered = (
+        _within(cap, old)
+        and isinstance(before, ZCDPFilter)
+        and isinstance(after, ZCDPFilter)
+        and after.rho_max <= before.rho_max
+        and after.delta_pool <= before.delta_pool
+    )
+    if not lowered:
+        raise InvalidParameter(
+            f"dataset {dataset!r} spends its cap through the zCDP accountant and already has "
+            f"charges: its cap {old!r} cannot be raised to {cap!r}. The zCDP filter is sound "
+            "for adaptively chosen queries only with a budget fixed before the first charge "
+            "(a cap raised after answers were seen voids the guarantee); it may only be "
+            "lowered (ε and δ both at most the current ones). Nothing was changed."
+        )
 
 
 def _over(budget: BudgetFilter | ZCDPFilter) -> bool:

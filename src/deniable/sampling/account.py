@@ -9,6 +9,30 @@ increment ``amplify(S + loss) − amplify(S)``; the charges add up to exactly ``
 an upper bound on the loss of everything run on the sample (the amplified ε is irrational and
 is rounded up to a rational).
 
+**Charges with δ > 0** (private partition selection on a sampled table) are amplified like
+the others, on purpose: the theorem is stated for ``(ε, δ)``-DP algorithms
+(Li–Qardaji–Su 2012, *On Sampling, Anonymization, and Differential Privacy*, Theorem 1:
+``ε′ = ln(1 + β(e^ε − 1))``, ``δ′ = βδ``; Balle–Barthe–Gaboardi 2018, *Privacy Amplification
+by Subsampling*, give the same bound for Poisson subsampling under add/remove neighbours,
+deniable's neighbouring relation). The argument is short. Let ``D′ = D ∪ {t}``, ``T`` the
+sample of ``D``'s units, and for an output set ``S`` let ``p = P[A(T) ∈ S]`` and
+``q = P[A(T ∪ {t}) ∈ S]``, so ``q ≤ e^ε p + δ`` and ``p ≤ e^ε q + δ``. On ``D′`` the target
+is kept with probability ``β``, independently of ``T``:
+
+* ``(1 − β)p + βq ≤ (1 + β(e^ε − 1))p + βδ``;
+* ``p ≤ e^ε′((1 − β)p + βq) + βδ``: with ``q ≥ e^−ε(p − δ)`` the right side is at least
+  ``p·(1 + β(e^ε − 1))(1 − β(1 − e^−ε)) + βδ(1 − e^(ε′ − ε))``, and the product is
+  ``1 + β(1 − β)(e^ε − 1)²e^−ε ≥ 1`` while ``ε′ ≤ ε``.
+
+Both are linear in ``(p, q)``, so they survive averaging over ``T``. Everything run on one
+sample composes first (basic composition, ``S = Σ lossᵢ``, δ's added) and the total is
+amplified once, so the δ part of each charge is ``β·(S_δ + δᵢ) − β·S_δ = βδᵢ`` exactly, and
+the ε part the increment of ``ln(1 + β(e^x − 1))`` (rounded up through
+:func:`~deniable.accounting.amplification.amplified_epsilon_upper`);
+``tests/unit/test_accounting_soundness_items.py`` checks both, through the ledger too.
+These increments are a guarantee only added up, which is why the zCDP accountant refuses
+them.
+
 Used by :class:`deniable.sampling.bernoulli.SampledTable` and by the query session for tables
 registered with ``sample_rate``.
 """
@@ -71,6 +95,11 @@ class SampleAccount:
 
     def cost(self, loss: PrivacyLoss) -> EpsilonDelta:
         """What running a mechanism with ``loss`` on the sample would cost now (no change).
+
+        ``amplify(S + loss) − amplify(S)`` component-wise, with ``S`` what already ran on the
+        sample: for ``loss = (εᵢ, δᵢ)`` that is ``βδᵢ`` and
+        ``ln(1 + β(e^(S_ε + εᵢ) − 1)) − ln(1 + β(e^S_ε − 1))`` (each total rounded up); the
+        module docstring gives the argument for δᵢ > 0.
 
         Raises:
             InvalidParameter: a ρ-zCDP loss (amplification needs an ``(ε, δ)`` loss).

@@ -11,58 +11,64 @@ WITH __l1 AS (
     SELECT
       __t."uid" AS __u,
       __t."g" AS __k0,
-      CAST(round(
-        (
-          CASE
-            WHEN CAST((
-              (
-                CASE
-                  WHEN CAST(__j1."w" AS DOUBLE PRECISION) IS NULL
-                  OR CAST(__j1."w" AS DOUBLE PRECISION) = CAST('NaN' AS DOUBLE PRECISION)
-                  THEN NULL
-                  ELSE least(
-                    greatest(CAST(__j1."w" AS DOUBLE PRECISION), CAST(0 AS DOUBLE PRECISION)),
-                    CAST(5 AS DOUBLE PRECISION)
-                  )
-                END
-              )
-            ) AS DOUBLE PRECISION) IS NULL
-            OR CAST((
-              (
-                CASE
-                  WHEN CAST(__j1."w" AS DOUBLE PRECISION) IS NULL
-                  OR CAST(__j1."w" AS DOUBLE PRECISION) = CAST('NaN' AS DOUBLE PRECISION)
-                  THEN NULL
-                  ELSE least(
-                    greatest(CAST(__j1."w" AS DOUBLE PRECISION), CAST(0 AS DOUBLE PRECISION)),
-                    CAST(5 AS DOUBLE PRECISION)
-                  )
-                END
-              )
-            ) AS DOUBLE PRECISION) = CAST('NaN' AS DOUBLE PRECISION)
-            THEN NULL
-            ELSE least(
-              greatest(
-                CAST((
-                  (
-                    CASE
-                      WHEN CAST(__j1."w" AS DOUBLE PRECISION) IS NULL
-                      OR CAST(__j1."w" AS DOUBLE PRECISION) = CAST('NaN' AS DOUBLE PRECISION)
-                      THEN NULL
-                      ELSE least(
-                        greatest(CAST(__j1."w" AS DOUBLE PRECISION), CAST(0 AS DOUBLE PRECISION)),
-                        CAST(5 AS DOUBLE PRECISION)
-                      )
-                    END
-                  )
-                ) AS DOUBLE PRECISION),
-                CAST('0.0' AS DOUBLE PRECISION)
-              ),
-              CAST('5.0' AS DOUBLE PRECISION)
+      (
+        CASE
+          WHEN CAST((
+            (
+              CASE
+                WHEN CAST(__j1."w" AS DOUBLE PRECISION) IS NULL
+                OR CAST(__j1."w" AS DOUBLE PRECISION) = CAST('NaN' AS DOUBLE PRECISION)
+                THEN NULL
+                ELSE least(
+                  greatest(CAST(__j1."w" AS DOUBLE PRECISION), CAST(0 AS DOUBLE PRECISION)),
+                  CAST(5 AS DOUBLE PRECISION)
+                )
+              END
             )
-          END
-        ) * CAST('134217728.0' AS DOUBLE PRECISION)
-      ) AS BIGINT) AS __v0
+          ) AS DOUBLE PRECISION) IS NULL
+          OR CAST((
+            (
+              CASE
+                WHEN CAST(__j1."w" AS DOUBLE PRECISION) IS NULL
+                OR CAST(__j1."w" AS DOUBLE PRECISION) = CAST('NaN' AS DOUBLE PRECISION)
+                THEN NULL
+                ELSE least(
+                  greatest(CAST(__j1."w" AS DOUBLE PRECISION), CAST(0 AS DOUBLE PRECISION)),
+                  CAST(5 AS DOUBLE PRECISION)
+                )
+              END
+            )
+          ) AS DOUBLE PRECISION) = CAST('NaN' AS DOUBLE PRECISION)
+          THEN NULL
+          ELSE least(
+            greatest(
+              CAST(round(
+                least(
+                  greatest(
+                    CAST((
+                      (
+                        CASE
+                          WHEN CAST(__j1."w" AS DOUBLE PRECISION) IS NULL
+                          OR CAST(__j1."w" AS DOUBLE PRECISION) = CAST('NaN' AS DOUBLE PRECISION)
+                          THEN NULL
+                          ELSE least(
+                            greatest(CAST(__j1."w" AS DOUBLE PRECISION), CAST(0 AS DOUBLE PRECISION)),
+                            CAST(5 AS DOUBLE PRECISION)
+                          )
+                        END
+                      )
+                    ) AS DOUBLE PRECISION),
+                    CAST('0.0' AS DOUBLE PRECISION)
+                  ),
+                  CAST('5.0' AS DOUBLE PRECISION)
+                ) * CAST('134217728.0' AS DOUBLE PRECISION)
+              ) AS BIGINT),
+              0
+            ),
+            671088640
+          )
+        END
+      ) AS __v0
     FROM "__deniable_0" AS __t
       INNER JOIN "__deniable_2" AS __j1
         ON __t."uid" = __j1."uid"
@@ -106,58 +112,64 @@ WITH __l1 AS (
   SELECT
     __t."uid" AS __u,
     __t."g" AS __k0,
-    CAST(round(
-      (
-        CASE
-          WHEN CAST((
-            (
-              CASE
-                WHEN CAST(__j1."w" AS DOUBLE PRECISION) IS NULL
-                OR CAST(__j1."w" AS DOUBLE PRECISION) = CAST('NaN' AS DOUBLE PRECISION)
-                THEN NULL
-                ELSE least(
-                  greatest(CAST(__j1."w" AS DOUBLE PRECISION), CAST(0 AS DOUBLE PRECISION)),
-                  CAST(5 AS DOUBLE PRECISION)
-                )
-              END
-            )
-          ) AS DOUBLE PRECISION) IS NULL
-          OR CAST((
-            (
-              CASE
-                WHEN CAST(__j1."w" AS DOUBLE PRECISION) IS NULL
-                OR CAST(__j1."w" AS DOUBLE PRECISION) = CAST('NaN' AS DOUBLE PRECISION)
-                THEN NULL
-                ELSE least(
-                  greatest(CAST(__j1."w" AS DOUBLE PRECISION), CAST(0 AS DOUBLE PRECISION)),
-                  CAST(5 AS DOUBLE PRECISION)
-                )
-              END
-            )
-          ) AS DOUBLE PRECISION) = CAST('NaN' AS DOUBLE PRECISION)
-          THEN NULL
-          ELSE least(
-            greatest(
-              CAST((
-                (
-                  CASE
-                    WHEN CAST(__j1."w" AS DOUBLE PRECISION) IS NULL
-                    OR CAST(__j1."w" AS DOUBLE PRECISION) = CAST('NaN' AS DOUBLE PRECISION)
-                    THEN NULL
-                    ELSE least(
-                      greatest(CAST(__j1."w" AS DOUBLE PRECISION), CAST(0 AS DOUBLE PRECISION)),
-                      CAST(5 AS DOUBLE PRECISION)
-                    )
-                  END
-                )
-              ) AS DOUBLE PRECISION),
-              CAST('0.0' AS DOUBLE PRECISION)
-            ),
-            CAST('5.0' AS DOUBLE PRECISION)
+    (
+      CASE
+        WHEN CAST((
+          (
+            CASE
+              WHEN CAST(__j1."w" AS DOUBLE PRECISION) IS NULL
+              OR CAST(__j1."w" AS DOUBLE PRECISION) = CAST('NaN' AS DOUBLE PRECISION)
+              THEN NULL
+              ELSE least(
+                greatest(CAST(__j1."w" AS DOUBLE PRECISION), CAST(0 AS DOUBLE PRECISION)),
+                CAST(5 AS DOUBLE PRECISION)
+              )
+            END
           )
-        END
-      ) * CAST('134217728.0' AS DOUBLE PRECISION)
-    ) AS BIGINT) AS __v0
+        ) AS DOUBLE PRECISION) IS NULL
+        OR CAST((
+          (
+            CASE
+              WHEN CAST(__j1."w" AS DOUBLE PRECISION) IS NULL
+              OR CAST(__j1."w" AS DOUBLE PRECISION) = CAST('NaN' AS DOUBLE PRECISION)
+              THEN NULL
+              ELSE least(
+                greatest(CAST(__j1."w" AS DOUBLE PRECISION), CAST(0 AS DOUBLE PRECISION)),
+                CAST(5 AS DOUBLE PRECISION)
+              )
+            END
+          )
+        ) AS DOUBLE PRECISION) = CAST('NaN' AS DOUBLE PRECISION)
+        THEN NULL
+        ELSE least(
+          greatest(
+            CAST(round(
+              least(
+                greatest(
+                  CAST((
+                    (
+                      CASE
+                        WHEN CAST(__j1."w" AS DOUBLE PRECISION) IS NULL
+                        OR CAST(__j1."w" AS DOUBLE PRECISION) = CAST('NaN' AS DOUBLE PRECISION)
+                        THEN NULL
+                        ELSE least(
+                          greatest(CAST(__j1."w" AS DOUBLE PRECISION), CAST(0 AS DOUBLE PRECISION)),
+                          CAST(5 AS DOUBLE PRECISION)
+                        )
+                      END
+                    )
+                  ) AS DOUBLE PRECISION),
+                  CAST('0.0' AS DOUBLE PRECISION)
+                ),
+                CAST('5.0' AS DOUBLE PRECISION)
+              ) * CAST('134217728.0' AS DOUBLE PRECISION)
+            ) AS BIGINT),
+            0
+          ),
+          671088640
+        )
+      END
+    ) AS __v0
   FROM "__deniable_0" AS __t
     INNER JOIN "__deniable_2" AS __j1
       ON __t."uid" = __j1."uid"

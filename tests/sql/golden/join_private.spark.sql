@@ -12,10 +12,19 @@ WITH __l1 AS (
     SELECT /*+ repartition(__u) */
       __t.`uid` AS __u,
       __t.`g` AS __k0,
-      CAST(round(
-        (
-          CASE
-            WHEN CAST((
+      (
+        CASE
+          WHEN CAST((
+            (
+              CASE
+                WHEN CAST(__j1.`w` AS DOUBLE) IS NULL OR isnan(CAST(__j1.`w` AS DOUBLE))
+                THEN NULL
+                ELSE least(greatest(CAST(__j1.`w` AS DOUBLE), CAST(0 AS DOUBLE)), CAST(5 AS DOUBLE))
+              END
+            )
+          ) AS DOUBLE) IS NULL
+          OR isnan(
+            CAST((
               (
                 CASE
                   WHEN CAST(__j1.`w` AS DOUBLE) IS NULL OR isnan(CAST(__j1.`w` AS DOUBLE))
@@ -23,37 +32,34 @@ WITH __l1 AS (
                   ELSE least(greatest(CAST(__j1.`w` AS DOUBLE), CAST(0 AS DOUBLE)), CAST(5 AS DOUBLE))
                 END
               )
-            ) AS DOUBLE) IS NULL
-            OR isnan(
-              CAST((
-                (
-                  CASE
-                    WHEN CAST(__j1.`w` AS DOUBLE) IS NULL OR isnan(CAST(__j1.`w` AS DOUBLE))
-                    THEN NULL
-                    ELSE least(greatest(CAST(__j1.`w` AS DOUBLE), CAST(0 AS DOUBLE)), CAST(5 AS DOUBLE))
-                  END
-                )
-              ) AS DOUBLE)
-            )
-            THEN NULL
-            ELSE least(
-              greatest(
-                CAST((
-                  (
-                    CASE
-                      WHEN CAST(__j1.`w` AS DOUBLE) IS NULL OR isnan(CAST(__j1.`w` AS DOUBLE))
-                      THEN NULL
-                      ELSE least(greatest(CAST(__j1.`w` AS DOUBLE), CAST(0 AS DOUBLE)), CAST(5 AS DOUBLE))
-                    END
-                  )
-                ) AS DOUBLE),
-                CAST('0.0' AS DOUBLE)
-              ),
-              CAST('5.0' AS DOUBLE)
-            )
-          END
-        ) * CAST('134217728.0' AS DOUBLE)
-      ) AS BIGINT) AS __v0
+            ) AS DOUBLE)
+          )
+          THEN NULL
+          ELSE least(
+            greatest(
+              CAST(round(
+                least(
+                  greatest(
+                    CAST((
+                      (
+                        CASE
+                          WHEN CAST(__j1.`w` AS DOUBLE) IS NULL OR isnan(CAST(__j1.`w` AS DOUBLE))
+                          THEN NULL
+                          ELSE least(greatest(CAST(__j1.`w` AS DOUBLE), CAST(0 AS DOUBLE)), CAST(5 AS DOUBLE))
+                        END
+                      )
+                    ) AS DOUBLE),
+                    CAST('0.0' AS DOUBLE)
+                  ),
+                  CAST('5.0' AS DOUBLE)
+                ) * CAST('134217728.0' AS DOUBLE)
+              ) AS BIGINT),
+              0
+            ),
+            671088640
+          )
+        END
+      ) AS __v0
     FROM `__deniable_0` AS __t
       INNER JOIN `__deniable_2` AS __j1
         ON __t.`uid` = __j1.`uid`

@@ -10,19 +10,25 @@ WITH __l1 AS (
       (
         __j1."label"
       ) AS __k0,
-      CAST(round(
-        (
-          CASE
-            WHEN CAST(__t."v" AS DOUBLE PRECISION) IS NULL
-            OR CAST(__t."v" AS DOUBLE PRECISION) = CAST('NaN' AS DOUBLE PRECISION)
-            THEN NULL
-            ELSE least(
-              greatest(CAST(__t."v" AS DOUBLE PRECISION), CAST('0.0' AS DOUBLE PRECISION)),
-              CAST('20.0' AS DOUBLE PRECISION)
-            )
-          END
-        ) * CAST('16777216.0' AS DOUBLE PRECISION)
-      ) AS BIGINT) AS __v0
+      (
+        CASE
+          WHEN CAST(__t."v" AS DOUBLE PRECISION) IS NULL
+          OR CAST(__t."v" AS DOUBLE PRECISION) = CAST('NaN' AS DOUBLE PRECISION)
+          THEN NULL
+          ELSE least(
+            greatest(
+              CAST(round(
+                least(
+                  greatest(CAST(__t."v" AS DOUBLE PRECISION), CAST('0.0' AS DOUBLE PRECISION)),
+                  CAST('20.0' AS DOUBLE PRECISION)
+                ) * CAST('16777216.0' AS DOUBLE PRECISION)
+              ) AS BIGINT),
+              0
+            ),
+            335544320
+          )
+        END
+      ) AS __v0
     FROM "__deniable_0" AS __t
       INNER JOIN "__deniable_copy_4" AS __j1
         ON __t."g" = __j1."g"

@@ -13,15 +13,21 @@ WITH __l1 AS (
       (
         __j1.`label`
       ) AS __k0,
-      CAST(round(
-        (
-          CASE
-            WHEN CAST(__t.`v` AS DOUBLE) IS NULL OR isnan(CAST(__t.`v` AS DOUBLE))
-            THEN NULL
-            ELSE least(greatest(CAST(__t.`v` AS DOUBLE), CAST('0.0' AS DOUBLE)), CAST('20.0' AS DOUBLE))
-          END
-        ) * CAST('16777216.0' AS DOUBLE)
-      ) AS BIGINT) AS __v0
+      (
+        CASE
+          WHEN CAST(__t.`v` AS DOUBLE) IS NULL OR isnan(CAST(__t.`v` AS DOUBLE))
+          THEN NULL
+          ELSE least(
+            greatest(
+              CAST(round(
+                least(greatest(CAST(__t.`v` AS DOUBLE), CAST('0.0' AS DOUBLE)), CAST('20.0' AS DOUBLE)) * CAST('16777216.0' AS DOUBLE)
+              ) AS BIGINT),
+              0
+            ),
+            335544320
+          )
+        END
+      ) AS __v0
     FROM `__deniable_0` AS __t
       INNER JOIN `__deniable_copy_4` AS __j1
         ON __t.`g` = __j1.`g`

@@ -8,10 +8,23 @@ WITH __l1 AS (
   FROM (
     SELECT
       __t."uid" AS __u,
-      CAST(round(
-        (
-          CASE
-            WHEN CAST((
+      (
+        CASE
+          WHEN CAST((
+            try(
+              (
+                CASE
+                  WHEN CAST(__t."v" AS DOUBLE) IS NULL OR isnan(CAST(__t."v" AS DOUBLE))
+                  THEN NULL
+                  ELSE least(greatest(CAST(__t."v" AS DOUBLE), CAST(0 AS DOUBLE)), CAST(20 AS DOUBLE))
+                END
+              ) * (
+                CASE WHEN __t."q" IS NULL THEN NULL ELSE least(greatest(__t."q", 0), 10) END
+              )
+            )
+          ) AS DOUBLE) IS NULL
+          OR isnan(
+            CAST((
               try(
                 (
                   CASE
@@ -23,49 +36,57 @@ WITH __l1 AS (
                   CASE WHEN __t."q" IS NULL THEN NULL ELSE least(greatest(__t."q", 0), 10) END
                 )
               )
-            ) AS DOUBLE) IS NULL
-            OR isnan(
-              CAST((
-                try(
-                  (
-                    CASE
-                      WHEN CAST(__t."v" AS DOUBLE) IS NULL OR isnan(CAST(__t."v" AS DOUBLE))
-                      THEN NULL
-                      ELSE least(greatest(CAST(__t."v" AS DOUBLE), CAST(0 AS DOUBLE)), CAST(20 AS DOUBLE))
-                    END
-                  ) * (
-                    CASE WHEN __t."q" IS NULL THEN NULL ELSE least(greatest(__t."q", 0), 10) END
-                  )
+            ) AS DOUBLE)
+          )
+          THEN NULL
+          ELSE least(
+            greatest(
+              CAST(round(
+                least(
+                  greatest(
+                    CAST((
+                      try(
+                        (
+                          CASE
+                            WHEN CAST(__t."v" AS DOUBLE) IS NULL OR isnan(CAST(__t."v" AS DOUBLE))
+                            THEN NULL
+                            ELSE least(greatest(CAST(__t."v" AS DOUBLE), CAST(0 AS DOUBLE)), CAST(20 AS DOUBLE))
+                          END
+                        ) * (
+                          CASE WHEN __t."q" IS NULL THEN NULL ELSE least(greatest(__t."q", 0), 10) END
+                        )
+                      )
+                    ) AS DOUBLE),
+                    CAST('0.0' AS DOUBLE)
+                  ),
+                  CAST('200.0' AS DOUBLE)
+                ) * CAST('2097152.0' AS DOUBLE)
+              ) AS BIGINT),
+              0
+            ),
+            419430400
+          )
+        END
+      ) AS __v0,
+      (
+        CASE
+          WHEN CAST((
+            try(
+              CASE
+                WHEN __t."q" > 1
+                THEN (
+                  CASE
+                    WHEN CAST(__t."v" AS DOUBLE) IS NULL OR isnan(CAST(__t."v" AS DOUBLE))
+                    THEN NULL
+                    ELSE least(greatest(CAST(__t."v" AS DOUBLE), CAST(0 AS DOUBLE)), CAST(20 AS DOUBLE))
+                  END
                 )
-              ) AS DOUBLE)
+                ELSE 0
+              END
             )
-            THEN NULL
-            ELSE least(
-              greatest(
-                CAST((
-                  try(
-                    (
-                      CASE
-                        WHEN CAST(__t."v" AS DOUBLE) IS NULL OR isnan(CAST(__t."v" AS DOUBLE))
-                        THEN NULL
-                        ELSE least(greatest(CAST(__t."v" AS DOUBLE), CAST(0 AS DOUBLE)), CAST(20 AS DOUBLE))
-                      END
-                    ) * (
-                      CASE WHEN __t."q" IS NULL THEN NULL ELSE least(greatest(__t."q", 0), 10) END
-                    )
-                  )
-                ) AS DOUBLE),
-                CAST('0.0' AS DOUBLE)
-              ),
-              CAST('200.0' AS DOUBLE)
-            )
-          END
-        ) * CAST('2097152.0' AS DOUBLE)
-      ) AS BIGINT) AS __v0,
-      CAST(round(
-        (
-          CASE
-            WHEN CAST((
+          ) AS DOUBLE) IS NULL
+          OR isnan(
+            CAST((
               try(
                 CASE
                   WHEN __t."q" > 1
@@ -79,49 +100,40 @@ WITH __l1 AS (
                   ELSE 0
                 END
               )
-            ) AS DOUBLE) IS NULL
-            OR isnan(
-              CAST((
-                try(
-                  CASE
-                    WHEN __t."q" > 1
-                    THEN (
-                      CASE
-                        WHEN CAST(__t."v" AS DOUBLE) IS NULL OR isnan(CAST(__t."v" AS DOUBLE))
-                        THEN NULL
-                        ELSE least(greatest(CAST(__t."v" AS DOUBLE), CAST(0 AS DOUBLE)), CAST(20 AS DOUBLE))
-                      END
-                    )
-                    ELSE 0
-                  END
-                )
-              ) AS DOUBLE)
-            )
-            THEN NULL
-            ELSE least(
-              greatest(
-                CAST((
-                  try(
-                    CASE
-                      WHEN __t."q" > 1
-                      THEN (
+            ) AS DOUBLE)
+          )
+          THEN NULL
+          ELSE least(
+            greatest(
+              CAST(round(
+                least(
+                  greatest(
+                    CAST((
+                      try(
                         CASE
-                          WHEN CAST(__t."v" AS DOUBLE) IS NULL OR isnan(CAST(__t."v" AS DOUBLE))
-                          THEN NULL
-                          ELSE least(greatest(CAST(__t."v" AS DOUBLE), CAST(0 AS DOUBLE)), CAST(20 AS DOUBLE))
+                          WHEN __t."q" > 1
+                          THEN (
+                            CASE
+                              WHEN CAST(__t."v" AS DOUBLE) IS NULL OR isnan(CAST(__t."v" AS DOUBLE))
+                              THEN NULL
+                              ELSE least(greatest(CAST(__t."v" AS DOUBLE), CAST(0 AS DOUBLE)), CAST(20 AS DOUBLE))
+                            END
+                          )
+                          ELSE 0
                         END
                       )
-                      ELSE 0
-                    END
-                  )
-                ) AS DOUBLE),
-                CAST('0.0' AS DOUBLE)
-              ),
-              CAST('20.0' AS DOUBLE)
-            )
-          END
-        ) * CAST('33554432.0' AS DOUBLE)
-      ) AS BIGINT) AS __v1,
+                    ) AS DOUBLE),
+                    CAST('0.0' AS DOUBLE)
+                  ),
+                  CAST('20.0' AS DOUBLE)
+                ) * CAST('33554432.0' AS DOUBLE)
+              ) AS BIGINT),
+              0
+            ),
+            671088640
+          )
+        END
+      ) AS __v1,
       (
         CASE
           WHEN isnan(CAST((

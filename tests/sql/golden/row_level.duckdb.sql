@@ -1,15 +1,21 @@
 WITH __rows AS (
   SELECT
     __t."g" AS __k0,
-    CAST(round(
-      (
-        CASE
-          WHEN CAST(__t."v" AS DOUBLE) IS NULL OR isnan(CAST(__t."v" AS DOUBLE))
-          THEN NULL
-          ELSE least(greatest(CAST(__t."v" AS DOUBLE), CAST('0.0' AS DOUBLE)), CAST('20.0' AS DOUBLE))
-        END
-      ) * CAST('67108864.0' AS DOUBLE)
-    ) AS BIGINT) AS __v0
+    (
+      CASE
+        WHEN CAST(__t."v" AS DOUBLE) IS NULL OR isnan(CAST(__t."v" AS DOUBLE))
+        THEN NULL
+        ELSE least(
+          greatest(
+            CAST(round(
+              least(greatest(CAST(__t."v" AS DOUBLE), CAST('0.0' AS DOUBLE)), CAST('20.0' AS DOUBLE)) * CAST('67108864.0' AS DOUBLE)
+            ) AS BIGINT),
+            0
+          ),
+          1342177280
+        )
+      END
+    ) AS __v0
   FROM "__deniable_1" AS __t
   WHERE
     (

@@ -7,15 +7,21 @@ WITH __l1 AS (
   FROM (
     SELECT
       __t."uid" AS __u,
-      CAST(round(
-        (
-          CASE
-            WHEN CAST(__t."v" AS DOUBLE) IS NULL OR isnan(CAST(__t."v" AS DOUBLE))
-            THEN NULL
-            ELSE least(greatest(CAST(__t."v" AS DOUBLE), CAST('0.0' AS DOUBLE)), CAST('20.0' AS DOUBLE))
-          END
-        ) * CAST('67108864.0' AS DOUBLE)
-      ) AS BIGINT) AS __v0,
+      (
+        CASE
+          WHEN CAST(__t."v" AS DOUBLE) IS NULL OR isnan(CAST(__t."v" AS DOUBLE))
+          THEN NULL
+          ELSE least(
+            greatest(
+              CAST(round(
+                least(greatest(CAST(__t."v" AS DOUBLE), CAST('0.0' AS DOUBLE)), CAST('20.0' AS DOUBLE)) * CAST('67108864.0' AS DOUBLE)
+              ) AS BIGINT),
+              0
+            ),
+            1342177280
+          )
+        END
+      ) AS __v0,
       CAST(round(
         (
           (
@@ -58,15 +64,21 @@ WITH __l1 AS (
 ), __grows AS (
   SELECT
     __t."uid" AS __u,
-    CAST(round(
-      (
-        CASE
-          WHEN CAST(__t."v" AS DOUBLE) IS NULL OR isnan(CAST(__t."v" AS DOUBLE))
-          THEN NULL
-          ELSE least(greatest(CAST(__t."v" AS DOUBLE), CAST('0.0' AS DOUBLE)), CAST('20.0' AS DOUBLE))
-        END
-      ) * CAST('67108864.0' AS DOUBLE)
-    ) AS BIGINT) AS __v0
+    (
+      CASE
+        WHEN CAST(__t."v" AS DOUBLE) IS NULL OR isnan(CAST(__t."v" AS DOUBLE))
+        THEN NULL
+        ELSE least(
+          greatest(
+            CAST(round(
+              least(greatest(CAST(__t."v" AS DOUBLE), CAST('0.0' AS DOUBLE)), CAST('20.0' AS DOUBLE)) * CAST('67108864.0' AS DOUBLE)
+            ) AS BIGINT),
+            0
+          ),
+          1342177280
+        )
+      END
+    ) AS __v0
   FROM "__deniable_0" AS __t
   SEMI JOIN __giant AS __r
     ON __t."uid" IS NOT DISTINCT FROM __r.__u

@@ -10,19 +10,25 @@ WITH __l1 AS (
   FROM (
     SELECT
       __t."uid" AS __u,
-      CAST(round(
-        (
-          CASE
-            WHEN CAST(__t."v" AS DOUBLE PRECISION) IS NULL
-            OR CAST(__t."v" AS DOUBLE PRECISION) = CAST('NaN' AS DOUBLE PRECISION)
-            THEN NULL
-            ELSE least(
-              greatest(CAST(__t."v" AS DOUBLE PRECISION), CAST('0.0' AS DOUBLE PRECISION)),
-              CAST('20.0' AS DOUBLE PRECISION)
-            )
-          END
-        ) * CAST('67108864.0' AS DOUBLE PRECISION)
-      ) AS BIGINT) AS __v0,
+      (
+        CASE
+          WHEN CAST(__t."v" AS DOUBLE PRECISION) IS NULL
+          OR CAST(__t."v" AS DOUBLE PRECISION) = CAST('NaN' AS DOUBLE PRECISION)
+          THEN NULL
+          ELSE least(
+            greatest(
+              CAST(round(
+                least(
+                  greatest(CAST(__t."v" AS DOUBLE PRECISION), CAST('0.0' AS DOUBLE PRECISION)),
+                  CAST('20.0' AS DOUBLE PRECISION)
+                ) * CAST('67108864.0' AS DOUBLE PRECISION)
+              ) AS BIGINT),
+              0
+            ),
+            1342177280
+          )
+        END
+      ) AS __v0,
       CAST(round(
         (
           (
@@ -73,19 +79,25 @@ WITH __l1 AS (
 ), __grows AS (
   SELECT
     __t."uid" AS __u,
-    CAST(round(
-      (
-        CASE
-          WHEN CAST(__t."v" AS DOUBLE PRECISION) IS NULL
-          OR CAST(__t."v" AS DOUBLE PRECISION) = CAST('NaN' AS DOUBLE PRECISION)
-          THEN NULL
-          ELSE least(
-            greatest(CAST(__t."v" AS DOUBLE PRECISION), CAST('0.0' AS DOUBLE PRECISION)),
-            CAST('20.0' AS DOUBLE PRECISION)
-          )
-        END
-      ) * CAST('67108864.0' AS DOUBLE PRECISION)
-    ) AS BIGINT) AS __v0
+    (
+      CASE
+        WHEN CAST(__t."v" AS DOUBLE PRECISION) IS NULL
+        OR CAST(__t."v" AS DOUBLE PRECISION) = CAST('NaN' AS DOUBLE PRECISION)
+        THEN NULL
+        ELSE least(
+          greatest(
+            CAST(round(
+              least(
+                greatest(CAST(__t."v" AS DOUBLE PRECISION), CAST('0.0' AS DOUBLE PRECISION)),
+                CAST('20.0' AS DOUBLE PRECISION)
+              ) * CAST('67108864.0' AS DOUBLE PRECISION)
+            ) AS BIGINT),
+            0
+          ),
+          1342177280
+        )
+      END
+    ) AS __v0
   FROM "__deniable_0" AS __t
   WHERE
     __t."uid" IS NOT NULL

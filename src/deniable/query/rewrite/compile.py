@@ -10,7 +10,8 @@ rewrite rules, applied in order (each one CTE below):
 1. **filter and clamp** (``rows``): the row predicate (wrapped so that it cannot raise: a
    failing expression counts as FALSE), public-key domains, non-NULL privacy unit; one
    canonical unit, the group keys, and each measure's per-row value: NaN→NULL, clamp to the
-   bounds (±inf clamps too), round to the fixed-point grid as an integer.
+   bounds (±inf clamps too), round to the fixed-point grid as an integer, and clamp that
+   integer to the bounds' grid units (engines break rounding ties differently).
 2. **per unit and partition** (``l1``): ``GROUP BY unit, keys`` — the work of the two-level
    floor, which a user-level DP query cannot avoid.
 3. **bound partitions**: each unit keeps the ``max_groups`` partitions ranked first by
@@ -616,6 +617,34 @@ def _clamp(x: exp.Expression, lo: exp.Expression, hi: exp.Expression) -> exp.Exp
     return _paren(_case([(_is_null(x), exp.Null())], _least(_greatest(x.copy(), lo), hi)))
 
 
+def _sum_units(s: _Sql, m: SumMeasure) -> exp.Expression:
+    """A sum's per-row value in grid units: ``round(clamp(x)·2^-e)``, clamped again to ``[a, b]``.
+
+    ``a = row_low + centre`` and ``b = row_high + centre`` are the bounds rounded half away
+    from zero (:func:`deniable.query.measures.round_half_away`), which is what the
+    sensitivity is computed from. Engines do not all round ties that way: PostgreSQL's
+    ``round(double precision)`` rounds half to even, so a bound with a half-unit remainder
+    (``lower·2^-e = 2k + ½``) would give ``2k = a − 1`` there and a centred sum on a table
+    without a privacy unit (where one row is the whole contribution) could leave its
+    sensitivity by one grid unit. Clamping *after* rounding makes every row's value lie in
+    ``[a, b]`` whatever the tie rule; where the engine rounds half away from zero (DuckDB,
+    Spark) the clamp never changes a value. NULL and NaN stay NULL (one CASE, so the
+    column is referenced as often as by the clamp of the double alone).
+    """
+    assert m.column is not None
+    x = _cast(s.ref(m.column), _T.DOUBLE)
+    lo, hi = s.double(m.lower_f), s.double(m.upper_f)
+    missing: exp.Expression = _is_null(x)
+    if m.column.kind is not ColumnKind.INTEGER:
+        missing = _or(missing, s.caps.is_nan_test(x.copy()))
+    clamped = _least(_greatest(x.copy(), lo), hi)
+    units = _cast(
+        exp.Round(this=exp.Mul(this=clamped, expression=_scale(s, m.exponent))), _T.BIGINT
+    )
+    on_grid = _least(_greatest(units, _int(m.row_low + m.centre)), _int(m.row_high + m.centre))
+    return _paren(_case([(missing, exp.Null())], on_grid))
+
+
 def _centre(m: Measure) -> int:
     """The integer a centred sum subtracts from each unit (0 for other measures)."""
     return m.centre if isinstance(m, SumMeasure) else 0
@@ -638,9 +667,8 @@ def row_expression(
         if m.integer_column and m.exponent == 0:
             lo, hi = int(m.lower_f), int(m.upper_f)
             return _cast(_clamp(_value(s, m.column), s.lit(lo), s.lit(hi)), _T.BIGINT)
-        scaled = exp.Mul(this=_clamped_double(s, m), expression=_scale(s, m.exponent))
         # centred sums subtract centre × count at aggregation (exact integers)
-        return _cast(exp.Round(this=scaled), _T.BIGINT)
+        return _sum_units(s, m)
     if isinstance(m, SquaresMeasure):
         d = _paren(exp.Sub(this=_clamped_double(s, m), expression=s.double(m.midpoint_f)))
         square = _paren(exp.Mul(this=d, expression=d.copy()))
