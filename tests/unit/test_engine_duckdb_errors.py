@@ -53,6 +53,10 @@ def short_late(path: Path) -> None:
     path.write_text(lines("a,b", lambda i: f"x{i},y{i}" if i != LATE else SECRET))
 
 
+def ragged_tail(path: Path) -> None:  # plain ASCII; the sniffer's message names "utf-8"
+    path.write_text(lines("a,b,c", lambda i: f"{i},x,y", n=3000) + f"1,2,3,4,{SECRET}\n")
+
+
 def text_in_integers(path: Path) -> None:
     path.write_text(lines("age,name", lambda i: f"{i % 90},n{i}" if i != LATE else f"{SECRET},x"))
 
@@ -85,6 +89,7 @@ CASES = [
     ("ragged.csv", ragged, "same number of fields"),
     ("ragged_late.csv", ragged_late, "a row has more fields than the header's 2 columns"),
     ("short_late.csv", short_late, "a row has fewer fields than the header's 2 columns"),
+    ("ragged_tail.csv", ragged_tail, "one field per header column"),
     ("ages.csv", text_in_integers, "column 'age' could not be read as BIGINT"),
     ("latin1.csv", bad_utf8, "not valid UTF-8"),
     ("latin1_late.csv", bad_utf8_late, "not valid UTF-8"),
@@ -118,6 +123,7 @@ def test_broken_files_fail_typed_at_bind_without_data(
             engine.bind("t", files[name], version=version)
         message = str(caught.value)
         assert expected in message
+        assert ("UTF-8" in message) == ("latin1" in name)  # issue 20: ragged ASCII was "UTF-8"
         assert repr(str(files[name])) in message  # which file
         assert_clean(caught.value)
         # Nothing half-bound is left behind.

@@ -71,7 +71,7 @@ def candidate_keys(plan: DPPlan, *exacts: ExactAggregates) -> list[Key]:
         return list(plan.public_domain)
     seen: dict[Key, None] = {}
     for exact in exacts:
-        for k in exact.keys:
+        for k in exact.decoded_keys():
             seen.setdefault(k, None)
     keys = list(seen)
     return [keys[i] for i in order_keys(keys)]
@@ -113,12 +113,12 @@ def plan_sampler(
     from deniable.mechanisms import exponential
     from deniable.query import partition
     from deniable.query.measures import HistogramMeasure
-    from deniable.query.release import additive_release, quantile_scores
+    from deniable.query.release import additive_release, dense_histogram, quantile_scores
 
     noised = tuple(plan.measures if measures is None else measures)
     if [m.id for m in noised] != [m.id for m in plan.measures]:
         raise click.UsageError("measures must replace the plan's measures one for one")
-    index = {k: i for i, k in enumerate(exact.keys)}
+    index = {k: i for i, k in enumerate(exact.decoded_keys())}
     rows = np.array([index.get(k, -1) for k in keys], dtype=np.int64)
     present = rows >= 0
     width = len(keys)
@@ -142,9 +142,17 @@ def plan_sampler(
             mask = np.ones((n, width), dtype=np.bool_)
         for m in noised:
             if isinstance(m, HistogramMeasure):
-                per = exact.histograms.get(m.id, {})
-                empty = np.zeros(m.grid + 1, dtype=np.int64)
-                scores = [quantile_scores(per.get(k, empty), m.q) for k in keys]
+                per = exact.histograms.get(m.id)
+                scores = [
+                    quantile_scores(
+                        dense_histogram(
+                            per.cells(exact.keys[r]) if per is not None and r >= 0 else None,
+                            m.grid,
+                        ),
+                        m.q,
+                    )
+                    for r in rows.tolist()
+                ]
                 out = np.full((n, width), -1, dtype=np.int64)
                 for t in range(n):
                     for j in np.flatnonzero(mask[t]).tolist():

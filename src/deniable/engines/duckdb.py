@@ -553,13 +553,16 @@ def _read_failure(error: duckdb.Error, columns: tuple[tuple[str, str], ...]) -> 
             f"a row has {more} fields than the header's {expected} columns; give every row "
             "one field per header column (quote fields that contain the delimiter)"
         )
-    if "unicode" in message.lower() or "utf-8" in message.lower():
-        return "it is not valid UTF-8; re-encode it as UTF-8"
+    # The dialect sniffer's message lists "Encoding: utf-8" among what it tried: test for it
+    # first, and recognise an encoding failure only by DuckDB's own phrases for one.
     if "automatically detect the CSV parsing dialect" in message:
         return (
             "its CSV dialect could not be detected (rows with different numbers of fields, or "
             "mixed delimiters or quoting); give every row one field per header column"
         )
+    lowered = message.lower()
+    if "invalid unicode" in lowered or "not utf-8 encoded" in lowered:
+        return "it is not valid UTF-8; re-encode it as UTF-8"
     if "unterminated quote" in message.lower():
         return "a quoted field is never closed; fix the quoting"
     if "maximum line size" in message.lower():

@@ -157,7 +157,15 @@ def execute(
         cost = plan.loss if amplified is None else _sampled_cost(plan, amplified)
         if not free:
             _precheck_budget(ledger, dataset, cost)
-        _, exact = run_bounded(program, engine, binding, new_secrets(source), joined)
+        if free:
+            # Public keys only: the answer is the declared domain, whatever the rows. The
+            # statement is type-checked (no row is read) and never run, so neither its
+            # outcome nor its time can tell anything about the data.
+            compiled = compile_statement(plan, engine, binding, new_secrets(source), joined)
+            engine.check(binding, compiled.sql)
+            exact = ExactAggregates([], np.zeros(0, dtype=np.int64), {})
+        else:
+            _, exact = run_bounded(program, engine, binding, new_secrets(source), joined)
         charge_id: int | None = None
         if not free:
             details = plan.describe()

@@ -14,8 +14,11 @@ the intervals do not include.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import datetime as dt
+import math
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from fractions import Fraction
 
 import numpy as np
@@ -30,7 +33,7 @@ from deniable.query import partition
 from deniable.query.aggregates import NoisyMeasures, Released
 from deniable.query.measures import HistogramMeasure, Measure
 from deniable.query.plan import DPPlan
-from deniable.query.rewrite.compile import BIN, COUNT, PART, UNITS, CompiledQuery
+from deniable.query.rewrite.compile import BIN, COUNT, PART, UNITS, CompiledQuery, key_as_text
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -40,21 +43,97 @@ I64 = npt.NDArray[np.int64]
 class ExactAggregates:
     """The engine's result, per partition (exact; never leaves deniable).
 
+    Keys are held in a total representation until they are released: integers, floats,
+    booleans, text and bytes as the engine sent them, and the engine's own text for the
+    keys it sends as text (:func:`deniable.query.rewrite.compile.key_as_text`: dates,
+    timestamps, intervals, lists, decimals). Nothing about a key is converted, or can
+    fail, before the charge; :meth:`decoded_keys` gives the Python values afterwards.
+
+    Histograms are sparse (the non-empty cells of each partition): their size is the
+    engine's result, never partitions × grid.
+
     Attributes:
-        keys: the key tuple of each non-empty partition.
+        keys: the key tuple of each non-empty partition (total representation).
         units: number of privacy units per partition (after bounding).
         measures: exact integer value of each additive measure per partition.
-        histograms: per histogram measure, per key tuple, counts on the candidate grid.
+        histograms: per histogram measure, per key tuple, its counts on the candidate grid
+            (:class:`SparseHistograms`: stored sparse, dense one partition at a time).
+        decoders: per key column, how its released values are decoded (None: as they are).
     """
 
     keys: list[tuple[object, ...]]
     units: I64
     measures: dict[str, I64]
-    histograms: dict[str, dict[tuple[object, ...], I64]] = field(default_factory=dict)
+    histograms: dict[str, SparseHistograms] = field(default_factory=dict)
+    decoders: tuple[str | None, ...] = ()
+
+    def decoded_keys(
+        self, rows: Sequence[int] | None = None, *, uniform: bool = True
+    ) -> list[tuple[object, ...]]:
+        """The Python values of the keys of ``rows`` (all by default); never raises.
+
+        Call only after the charge (or for keys that are public): decoding reads the
+        values. With ``uniform`` (for keys that are shown), a column in which some value
+        cannot be decoded (``'infinity'``, a year past 9999) is given as the engine's text
+        throughout, so that every column has one type; without it (to match keys with a
+        declared domain) each value falls back on its own.
+        """
+        picked = self.keys if rows is None else [self.keys[i] for i in rows]
+        if not any(self.decoders) or not picked:
+            return list(picked)
+        columns: list[list[object]] = []
+        for j, decoder in enumerate(self.decoders):
+            raw = [key[j] for key in picked]
+            if decoder is None:
+                columns.append(raw)
+                continue
+            values = [decode_key(v, decoder) for v in raw]
+            failed = any(isinstance(d, str) and d == v for d, v in zip(values, raw, strict=True))
+            columns.append(raw if uniform and decoder != "text" and failed else values)
+        return list(zip(*columns, strict=True))
+
+
+class SparseHistograms(Mapping[tuple[object, ...], I64]):
+    """Per partition, the non-empty cells ``(bins, counts)`` of a histogram on ``0..grid``.
+
+    Reading one partition (``h[key]``) gives its dense counts; memory is the engine's
+    result, never partitions × grid, so nothing sized by the number of private keys
+    times a public parameter is allocated before the charge.
+    """
+
+    def __init__(self, cells: dict[tuple[object, ...], tuple[I64, I64]], grid: int) -> None:
+        self._cells = cells
+        self.grid = grid
+
+    def cells(self, key: tuple[object, ...]) -> tuple[I64, I64] | None:
+        """The non-empty cells of ``key``'s partition (None when it has none)."""
+        return self._cells.get(key)
+
+    def __getitem__(self, key: tuple[object, ...]) -> I64:
+        return dense_histogram(self._cells[key], self.grid)
+
+    def __iter__(self) -> Iterator[tuple[object, ...]]:
+        return iter(self._cells)
+
+    def __len__(self) -> int:
+        return len(self._cells)
+
+
+def dense_histogram(cells: tuple[I64, I64] | None, grid: int) -> I64:
+    """The counts of one partition on the whole grid ``0..grid`` (zeros where no cell)."""
+    hist = np.zeros(grid + 1, dtype=np.int64)
+    if cells is not None:
+        np.add.at(hist, cells[0], cells[1])
+    return hist
 
 
 def read_result(table: pa.Table, compiled: CompiledQuery, plan: DPPlan) -> ExactAggregates:
-    """Split the engine's result into per-partition arrays (vectorised; keys as Python values)."""
+    """Split the engine's result into per-partition arrays (vectorised; keys total).
+
+    Runs before the charge, so nothing here may depend on a value's content: keys are
+    taken as the engine sent them (text for the kinds that could fail to convert),
+    histograms stay sparse, and every array is sized by the engine's result.
+    """
     key_lists = [table.column(k).to_pylist() for k in compiled.key_columns]
 
     def ints(name: str) -> I64:
@@ -71,7 +150,7 @@ def read_result(table: pa.Table, compiled: CompiledQuery, plan: DPPlan) -> Exact
     keys = key_tuples(main)
     units = ints(UNITS)[main]
     measures = {mid: ints(c)[main] for mid, c in compiled.measure_columns.items()}
-    histograms: dict[str, dict[tuple[object, ...], I64]] = {}
+    histograms: dict[str, SparseHistograms] = {}
     if compiled.histogram_parts:
         bins, counts = ints(BIN), ints(COUNT)
     for mid, j in compiled.distinct_parts.items():
@@ -80,15 +159,54 @@ def read_result(table: pa.Table, compiled: CompiledQuery, plan: DPPlan) -> Exact
         measures[mid] = np.array([found.get(k, 0) for k in keys], dtype=np.int64)
     for mid, j in compiled.histogram_parts.items():
         rows = np.flatnonzero(part == j)
-        ids: dict[tuple[object, ...], int] = {}
-        row_ids = np.array([ids.setdefault(k, len(ids)) for k in key_tuples(rows)], dtype=np.int64)
+        cells: dict[tuple[object, ...], list[int]] = {}
+        for n, k in enumerate(key_tuples(rows)):
+            cells.setdefault(k, []).append(n)
         meas = plan.measure(mid)
         assert isinstance(meas, HistogramMeasure)
-        grid = meas.grid
-        hist = np.zeros((len(ids), grid + 1), dtype=np.int64)
-        np.add.at(hist, (row_ids, bins[rows]), counts[rows])
-        histograms[mid] = {key: hist[n] for key, n in ids.items()}
-    return ExactAggregates(keys, units, measures, histograms)
+        histograms[mid] = SparseHistograms(
+            {k: (bins[rows[at]], counts[rows[at]]) for k, at in cells.items()}, meas.grid
+        )
+    decoders = tuple(key_decoder(k.sql_type) if key_as_text(k) else None for k in plan.keys)
+    return ExactAggregates(keys, units, measures, histograms, decoders)
+
+
+def key_decoder(sql_type: str) -> str:
+    """The decoder name of a key column sent as text (see :func:`decode_key`)."""
+    base = sql_type.strip().upper().split("(", 1)[0].strip()
+    if base in ("DECIMAL", "NUMERIC"):
+        return "decimal"
+    if base == "DATE":
+        return "date"
+    if base.startswith("TIMESTAMP") or base == "DATETIME":
+        return "timestamp"
+    if base.startswith("TIME"):
+        return "time"
+    return "text"
+
+
+def decode_key(value: object, decoder: str | None) -> object:
+    """A released key's Python value from the engine's text; total (never raises).
+
+    Dates, timestamps and times become :mod:`datetime` values and decimals
+    :class:`~decimal.Decimal` when Python can hold them; anything else (``'infinity'``, a
+    year past 9999 or before 1, a BC date, an interval, a list) stays the engine's text.
+    """
+    if decoder is None or not isinstance(value, str) or decoder == "text":
+        return value
+    try:
+        if decoder == "decimal":
+            number = Decimal(value)
+            return number if number.is_finite() else value
+        if decoder == "date":
+            return dt.date.fromisoformat(value)
+        if decoder == "timestamp":
+            return dt.datetime.fromisoformat(value)
+        if decoder == "time":
+            return dt.time.fromisoformat(value)
+    except (ValueError, ArithmeticError, OverflowError):
+        return value
+    return value
 
 
 @dataclass
@@ -129,8 +247,9 @@ def release(
     Every mechanism is called with the parameters of its measure, which are the ones whose
     composition the planner checked against the charge before anything was written.
     """
-    index = {k: i for i, k in enumerate(exact.keys)}
     if plan.public_domain is not None:
+        # After the charge: every partition's key is decoded to be matched with the domain.
+        index = {k: i for i, k in enumerate(exact.decoded_keys(uniform=False))}
         keys = list(plan.public_domain)
         rows = [index.get(k, -1) for k in keys]
         selected = None
@@ -146,8 +265,10 @@ def release(
         )
         rows = [int(i) for i in np.flatnonzero(mask)]
         # The engine's row order may depend on unreleased partitions: sort by key instead.
-        rows = [rows[i] for i in order_keys([exact.keys[i] for i in rows])]
-        keys = [exact.keys[i] for i in rows]
+        decoded = exact.decoded_keys(rows)
+        order = order_keys(decoded)
+        rows = [rows[i] for i in order]
+        keys = [decoded[i] for i in order]
         selected = len(keys)
 
     def values_of(measure_id: str) -> I64:
@@ -166,12 +287,11 @@ def release(
     for meas in plan.measures:
         if not isinstance(meas, HistogramMeasure):
             continue
-        per = exact.histograms.get(meas.id, {})
+        per = exact.histograms.get(meas.id)
         picks = np.zeros(len(keys), dtype=np.int64)
-        for n, key in enumerate(keys):
-            counts = per.get(key)
-            if counts is None:
-                counts = np.zeros(meas.grid + 1, dtype=np.int64)
+        for n, row in enumerate(rows):
+            cells = per.cells(exact.keys[row]) if per is not None and row >= 0 else None
+            counts = dense_histogram(cells, meas.grid)
             rel = exponential(
                 quantile_scores(counts, meas.q),
                 sensitivity=meas.sensitivity,
@@ -232,5 +352,38 @@ def quantile_scores(counts: npt.ArrayLike, q: Fraction) -> I64:
 
 
 def order_keys(keys: Sequence[tuple[object, ...]]) -> list[int]:
-    """A deterministic order of released keys (by their text), for display."""
-    return sorted(range(len(keys)), key=lambda i: tuple(repr(k) for k in keys[i]))
+    """A deterministic order of released keys, for display: each column by its own order.
+
+    Numbers numerically (NaN after them), text and bytes as themselves, dates and times
+    chronologically, NULL first; values of different kinds by kind. Ties cannot happen
+    (keys are distinct); the order never raises.
+
+    Examples:
+        >>> order_keys([(10,), (9,), (None,), (float("nan"),)])
+        [2, 1, 0, 3]
+    """
+    return sorted(range(len(keys)), key=lambda i: tuple(_sort_key(v) for v in keys[i]))
+
+
+def _sort_key(value: object) -> tuple[object, ...]:
+    if value is None:
+        return (0,)
+    if isinstance(value, bool):
+        return (1, int(value))
+    if isinstance(value, int | float | Decimal | Fraction | np.integer | np.floating):
+        number = float(value) if not isinstance(value, int) else value
+        if isinstance(number, float) and math.isnan(number):
+            return (3,)
+        return (2, number)
+    if isinstance(value, str):
+        return (4, value)
+    if isinstance(value, bytes):
+        return (5, value)
+    if isinstance(value, dt.datetime):
+        aware = value.tzinfo is not None
+        return (6, int(aware), value.timestamp() if aware else value.isoformat())
+    if isinstance(value, dt.date):
+        return (7, value.toordinal())
+    if isinstance(value, dt.time):
+        return (8, value.isoformat())
+    return (9, type(value).__name__, repr(value))

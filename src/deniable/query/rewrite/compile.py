@@ -1316,6 +1316,16 @@ def compile_plan(
         part.set("having", exp.Having(this=exp.GT(this=count.copy(), expression=_int(0))))
         parts.append(part)
     statement = _union_all(parts)
+    as_text = [kid for k, kid in zip(plan.keys, keys, strict=True) if key_as_text(k)]
+    if as_text:
+        # Keys whose Python conversion could fail or be unhashable (dates past 9999 or
+        # 'infinity', intervals, lists) leave the engine as its own text: reading the result
+        # before the charge can then never raise on one person's value (DESIGN §6.5).
+        names = [e.alias_or_name for e in parts[0].expressions]
+        statement = _select(
+            [_alias(_cast(_ref(n), _T.VARCHAR), n) if n in as_text else _ref(n) for n in names],
+            _subquery(statement, "__result"),
+        )
     statement.set(
         "with_",
         exp.With(
@@ -1333,6 +1343,26 @@ def compile_plan(
         statement=statement,
         distinct_parts=distinct_parts,
     )
+
+
+def key_as_text(column: Column) -> bool:
+    """Whether a group key leaves the engine as text (a total representation).
+
+    Temporal keys (a date of year 10000, ``'infinity'``) and composite or exotic ones (lists,
+    structs, maps, intervals, PostgreSQL's unbounded NUMERIC) have engine values that Python
+    cannot always convert or hash; they are fetched as the engine's text and decoded only
+    once released (:func:`deniable.query.release.decode_key`). Integers, floats, booleans,
+    text and binary arrive as they are.
+    """
+    if column.kind is ColumnKind.TEMPORAL:
+        return True
+    if column.kind is ColumnKind.REAL:
+        base = column.sql_type.strip().upper().split("(", 1)[0].strip()
+        return base in ("DECIMAL", "NUMERIC")
+    if column.kind is ColumnKind.OTHER:
+        base = column.sql_type.strip().upper().split("(", 1)[0].strip()
+        return base not in ("BLOB", "BYTEA", "BINARY", "VARBINARY", "BYTES")
+    return False
 
 
 def _floor_shift(packed: str, bits: int) -> exp.Expression:
