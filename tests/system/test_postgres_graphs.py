@@ -256,3 +256,52 @@ def test_the_service_serves_a_graph_only_postgresql_dataset(
         assert sorted(by.to_pandas().city) == sorted(CITIES)
         assert service.budget("social").spent == Epsilon(epsilon=2)
         assert service.metadata("social").table is None
+
+
+def test_node_attributes_are_matched_in_postgresql_and_extreme_dates_change_nothing(
+    server: PostgresServer, tmp_path: Path
+) -> None:
+    # Node-level edge_count_by: PostgreSQL matches the date attribute against the declared
+    # domain itself (sqlgen.attribute_groups). Isolated nodes with DATE 'infinity',
+    # '-infinity' or a year beyond 9999 — which Python cannot represent, and which once
+    # raised before the charge — are in no group: answered and charged like their absence.
+    import datetime
+
+    with psycopg.connect(server.dsn(), autocommit=True) as con:
+        con.execute("create table soc.days (id bigint, day date)")
+        con.execute(
+            "insert into soc.days select i, date '2020-01-01' + (i % 3) "
+            "from generate_series(0, 59) i"
+        )
+        con.execute("create table soc.days_x as select * from soc.days")
+        con.execute(
+            "insert into soc.days_x values (1000, 'infinity'), (1001, '-infinity'), "
+            "(1002, '10000-01-01')"
+        )
+    create_reader(
+        server.dsn(), "days_reader", [("soc", "follows"), ("soc", "days"), ("soc", "days_x")]
+    )
+    url = server.dsn("days_reader")
+    domain = [datetime.date(2020, 1, 1) + datetime.timedelta(days=k) for k in range(3)]
+    # a bound no degree reaches: the projection keeps every edge in any engine's order
+    common: dict[str, Any] = {
+        "source_col": "src",
+        "target_col": "dst",
+        "unit": "node",
+        "max_degree": 1000,
+        "node_key": "id",
+        "domains": {"day": domain},
+    }
+    frame = pd.DataFrame({"id": np.arange(60, dtype=np.int64), "day": domain * 20})
+    q = GraphQuery(Kind.EDGE_ENDS_BY, attribute="day")
+    with Session(budget=Epsilon(epsilon=10), ledger=tmp_path / "l.db") as s:
+        s.add_graph("d", url, table="soc.follows", nodes=url, nodes_table="soc.days", **common)
+        s.add_graph("dx", url, table="soc.follows", nodes=url, nodes_table="soc.days_x", **common)
+        s.add_graph("duck", EDGES, nodes=frame, nodes_name="days3", **common)
+        want = s.graph("duck")._exact(q, 3, domain).values.tolist()
+        assert sum(want) > 0
+        assert s.graph("d")._exact(q, 3, domain).values.tolist() == want
+        assert s.graph("dx")._exact(q, 3, domain).values.tolist() == want
+        for name in ("d", "dx"):
+            assert s.graph(name).edge_count_by("day", epsilon=1).metadata.charge_id is not None
+        assert s.budget.spent == Epsilon(epsilon=2)

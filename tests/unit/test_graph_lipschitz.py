@@ -12,25 +12,34 @@
   on the same gadget.
 * The engine's patterns (``sqlgen.triangle_structure``) equal a Python reference, with text
   ids and skewed degrees.
-* A solver answer that cannot be certified fails the query before anything is charged.
+* The certificate is exact at any scale: the programs worth more than ~2.5·10⁸ that the
+  earlier relative padding (10⁻⁹·f) could not certify are answered with their exact value,
+  and a hypothesis property checks the statistic against an exact vertex enumeration with
+  counts and caps up to 10¹², through the solver and through the exact simplex.
+* A solver that fails is replaced by the exact rational simplex: the query is answered.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import warnings
 from collections.abc import Hashable, Sequence
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.optimize import linprog
 
 from deniable.accounting.loss import Epsilon
 from deniable.curator.session import Session
-from deniable.errors import InternalError, PrivacyWarning
+from deniable.errors import PrivacyWarning
 from deniable.graph import GraphQuery, Kind, lipschitz, sqlgen
 from deniable.graph.projection import naive_truncation, triangle_count
 from deniable.noise.testing import SeededRandom
@@ -228,16 +237,23 @@ def test_engine_patterns_match_the_reference(tmp_path: Path, ids: str) -> None:
         assert value == [lipschitz.statistic(want, cap)]
 
 
-def test_an_uncertified_solution_fails_before_any_charge(
+def test_a_solver_that_fails_is_replaced_by_the_exact_simplex_and_the_query_is_answered(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    frame = pd.DataFrame(_clique_hub(3, 3, True), columns=["a", "b"])
+    # every node is heavy (the hub lies in 18 triangles, each clique node in 6, Δ = 3): the
+    # full program's value is released, whatever the solver does (here it fails every time)
+    edges = _clique_hub(3, 3, True)
+    cap = lipschitz.triangle_cap(3)
+    f = _full_program(edges, cap)
+    frame = pd.DataFrame(edges, columns=["a", "b"])
     with _session(tmp_path) as s:
         s.add_graph("g", frame, source_col="a", target_col="b", unit="node", max_degree=3)
-        monkeypatch.setattr(lipschitz, "_solve", lambda *args: (0.0, float("inf")))
-        with pytest.raises(InternalError, match="could not be certified"):
-            s.graph("g").triangle_count(epsilon=1)
-        assert s.budget.spent == Epsilon(epsilon=0)
+        monkeypatch.setattr(lipschitz, "_solve", lambda *args: None)
+        g = s.graph("g")
+        assert g._exact(GraphQuery(Kind.TRIANGLES), 1).values.tolist() == [round(f)]
+        answer = g.triangle_count(epsilon=1)
+        assert s.budget.spent == Epsilon(epsilon=1)  # answered and charged
+        assert len(answer.frame) == 1
 
 
 def test_no_heavy_node_needs_no_program() -> None:
@@ -255,3 +271,134 @@ def test_every_nan_id_is_one_node() -> None:
     assert first is not second
     pats: list[Pattern] = [((first, None, None), 5), ((second, 1, None), 5)]
     assert lipschitz.statistic(pats, 3) == 3
+
+
+# -- exact certificates at any scale (issue 20) --------------------------------------------
+
+
+def _hub_patterns(hubs: int) -> list[Pattern]:
+    """K_{710,710} (triangle-free) plus ``hubs`` hubs, each joined to all its 1,420 nodes.
+
+    Each hub lies in 710² = 504,100 triangles (one per edge of K_{710,710}), more than
+    Δ = 499,500 (D = 1000): heavy, alone in its pattern. Each other node lies in
+    ``710·hubs ≤ Δ`` triangles (hubs ≤ 703): light. Hubs are not adjacent, so every triangle
+    is (hub, a, b): one pattern per hub, ``n = 504,100``, and ``f = hubs·Δ`` exactly.
+    """
+    return [((("hub", h), None, None), 710 * 710) for h in range(hubs)]
+
+
+@pytest.mark.parametrize("hubs", [500, 501])
+def test_hubs_around_the_old_relative_padding_limit_are_answered_exactly(hubs: int) -> None:
+    # before the exact certificate, 501 hubs (f = 250,249,500) raised InternalError while
+    # 500 hubs (f = 249,750,000) were answered: a data-dependent yes/no before the charge
+    cap = lipschitz.triangle_cap(1000)
+    assert lipschitz.statistic(_hub_patterns(hubs), cap) == hubs * cap
+
+
+def test_two_dense_groups_at_d_2237_are_answered_exactly() -> None:
+    """Two groups of 100 heavy nodes (a clique each) and 25,100 light nodes on a cycle,
+    every light node joined to all 200 heavy nodes; Δ = 2237·2236/2 = 2,500,966.
+
+    A heavy node lies in 99·25,100 hub-hub-light triangles (with each other hub of its group
+    and each light node) and 25,100 hub-light-light ones (with each cycle edge): 2,510,000 >
+    Δ. A light node lies in 2·C(100, 2) + 2·200 triangles: light. Optimum: the single-hub
+    patterns cost one unit of their hub's cap per triangle, the pairs two, so each hub keeps
+    its 25,100 single-hub triangles and the pairs of a group share the rest,
+    ``100·(Δ − 25,100)/2`` (each pair's bound 25,100 leaves room: spread evenly, every pair
+    takes 2,475,866/99 < 25,100). Per group ``100·25,100 + 50·(Δ − 25,100) = 126,303,300``.
+    """
+    light, cap = 25_100, lipschitz.triangle_cap(2237)
+    pats: list[Pattern] = []
+    for g in range(2):
+        for i in range(100):
+            pats.append((((g, i), None, None), light))
+            pats += [(((g, i), (g, j), None), light) for j in range(i + 1, 100)]
+    f = 2 * (100 * light + 50 * (cap - light))
+    assert f == 252_606_600
+    assert lipschitz.statistic(pats, cap) == f
+
+
+def _exact_optimum(cols: list[list[int]], bounds: list[int], cap: int, m: int) -> Fraction:
+    """max Σx by vertex enumeration in Fractions (independent of the module's simplex).
+
+    Every vertex of ``{0 ≤ x ≤ b, A x ≤ cap}`` solves ``n`` linearly independent tight
+    constraints; the optimum is the best feasible such solution (the polytope is bounded and
+    contains 0).
+    """
+    n = len(cols)
+    tight: list[tuple[list[Fraction], Fraction]] = []
+    for j in range(n):
+        e = [Fraction(int(i == j)) for i in range(n)]
+        tight += [(e, Fraction(0)), (e, Fraction(bounds[j]))]
+    rows = [[Fraction(int(v in cols[j])) for j in range(n)] for v in range(m)]
+    tight += [(r, Fraction(cap)) for r in rows]
+    best = Fraction(0)
+    for pick in itertools.combinations(tight, n):
+        x = _solve_square([list(r) for r, _ in pick], [b for _, b in pick])
+        if x is None or any(v < 0 or v > b for v, b in zip(x, bounds, strict=True)):
+            continue
+        if all(sum(r[j] * x[j] for j in range(n)) <= cap for r in rows):
+            best = max(best, sum(x, Fraction(0)))
+    return best
+
+
+def _solve_square(a: list[list[Fraction]], b: list[Fraction]) -> list[Fraction] | None:
+    n = len(a)
+    for c in range(n):
+        p = next((r for r in range(c, n) if a[r][c] != 0), None)
+        if p is None:
+            return None
+        a[c], a[p], b[c], b[p] = a[p], a[c], b[p], b[c]
+        for r in range(n):
+            if r != c and a[r][c] != 0:
+                f = a[r][c] / a[c][c]
+                a[r] = [x - f * y for x, y in zip(a[r], a[c], strict=True)]
+                b[r] -= f * b[c]
+    return [b[i] / a[i][i] for i in range(n)]
+
+
+@st.composite
+def _programs(draw: st.DrawFn) -> tuple[list[list[int]], list[int], int, int]:
+    """Up to 4 heavy nodes and 4 patterns; counts and cap of one magnitude, up to 10¹²."""
+    m = draw(st.integers(1, 4))
+    n = draw(st.integers(1, 4))
+    cols = [
+        sorted(draw(st.sets(st.integers(0, m - 1), min_size=1, max_size=min(3, m))))
+        for _ in range(n)
+    ]
+    mag = draw(st.sampled_from([10**11, 10**9, 10**6, 10**3, 1]))
+    counts = [draw(st.integers(1, 9)) * mag + draw(st.integers(0, mag - 1)) for _ in range(n)]
+    cap = draw(st.integers(0, 19)) * mag + draw(st.integers(0, mag - 1))
+    return cols, counts, cap, m
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(program=_programs(), solver=st.sampled_from(["highs", "garbage", "none"]))
+def test_statistic_never_raises_and_is_within_range_of_the_exact_optimum(
+    program: tuple[list[list[int]], list[int], int, int], solver: str
+) -> None:
+    # counts up to 10¹² and caps up to 10¹³: f far beyond the old certificate's reach; the
+    # solver as it is, returning garbage (NaN/inf/negative points: the certificate must
+    # still be sound), or failing (the exact simplex answers)
+    cols, counts, cap, m = program
+    bounds = [min(c, cap) for c in counts]
+    f = _exact_optimum(cols, bounds, cap, m)
+    pats: list[Pattern] = [
+        (tuple(("v", v) for v in c) + (None,) * (3 - len(c)), n)
+        for c, n in zip(cols, counts, strict=True)
+    ]
+    original = lipschitz._solve
+
+    def garbage(*args: object) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        a = args[0]
+        assert isinstance(a, sp.csr_matrix)
+        junk = np.array([np.nan, np.inf, -1.0, 1e30, 0.5, 1.0 - 1e-12])
+        return junk[np.arange(a.shape[1]) % 6], junk[np.arange(a.shape[0]) % 6]
+
+    replacement = {"highs": original, "garbage": garbage, "none": lambda *args: None}[solver]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(lipschitz, "_solve", replacement)
+        got = lipschitz.statistic(pats, cap)
+    assert f - 1 <= got <= f + Fraction(1, 2), (got, f)
+    if solver == "none":
+        assert got == math.floor(f + Fraction(1, 2))  # the exact simplex: f rounded

@@ -34,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 from sqlglot import exp
 
 from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
@@ -247,8 +248,11 @@ class Graph:
             BudgetExceeded: the cost does not fit what is left (nothing was spent).
             EngineError: the engine failed (nothing was spent).
             LedgerError: the ledger could not record the charge (nothing was released).
-            InternalError: a node-level triangle count's program could not be certified
-                (nothing was spent; :mod:`deniable.graph.lipschitz`).
+
+        Nothing computed from the private rows can raise between the engine and the charge:
+        the node-level triangle program always yields a certified value (solved exactly
+        where the solver's certificate is loose, :mod:`deniable.graph.lipschitz`), and node
+        attributes are matched against their declared domain in the engine.
         """
         info = self.info
         if delta not in (None, 0):
@@ -355,23 +359,25 @@ class Graph:
             return Exact(list(range(1, d + 1)), hist.astype(np.int64))
         assert kind is Kind.EDGE_ENDS_BY and keys is not None and self._nodes is not None
         assert self._node_key is not None and query.attribute is not None
+        # the attribute is matched against the declared domain in the engine: Python gets
+        # each node's index in it (or NULL), never a private value it would have to convert
+        attribute = sqlgen.node_column(query.attribute, dict(self._nodes.columns)[query.attribute])
         if sqlgen.numbered(self._ends):
             tree = sqlgen.numbered_attributes(
-                caps, self._ends, self._nodes.name, self._node_key, query.attribute
+                caps, self._ends, self._nodes.name, self._node_key, attribute, keys
             )
         else:
-            tree = sqlgen.node_attributes(
-                caps, self._nodes.name, self._node_key, query.attribute, self._ends.mode
+            tree = sqlgen.attribute_groups(
+                caps, self._nodes.name, self._node_key, attribute, keys, self._ends.mode
             )
         attrs = self._run(tree)
-        node_ids = attrs.column(0).to_numpy(zero_copy_only=False)
-        groups = attrs.column(1).to_pylist()
-        where = lookup(node_ids)
-        slot = {dict_key(k): i for i, k in enumerate(keys)}
+        where = lookup(attrs.column(0).to_numpy(zero_copy_only=False))
+        groups = np.asarray(
+            pc.fill_null(attrs.column(1), -1).to_numpy(zero_copy_only=False), dtype=np.int64
+        )
+        hit = (where >= 0) & (groups >= 0) & (groups < len(keys))
         out = np.zeros(len(keys), dtype=np.int64)
-        for node, g in zip(where.tolist(), groups, strict=True):
-            if node >= 0 and dict_key(g) in slot:
-                out[slot[dict_key(g)]] += int(deg[node])
+        np.add.at(out, groups[hit], deg[where[hit]])
         return Exact(list(keys), out)
 
     # -- helpers ---------------------------------------------------------------------------

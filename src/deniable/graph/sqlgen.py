@@ -12,6 +12,11 @@ collation: a case-insensitive column cannot make one engine node two Python node
 would multiply its degree or triangle budget), and the keyed hash of an edge never depends
 on which spelling the engine kept.
 
+Node attributes are matched against their declared (public) domain in the engine
+(:func:`attribute_groups`): at node level Python receives each node's index in the domain or
+NULL, never a private attribute value it would have to convert (a ``DATE 'infinity'`` once
+made that conversion raise before the charge).
+
 The statements return exact aggregates (no noise): internal to the release path of
 :mod:`deniable.graph.graph`, which charges the ledger before anything computed from them
 leaves.
@@ -19,8 +24,12 @@ leaves.
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import enum
-from collections.abc import Mapping
+import math
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -408,9 +417,14 @@ def ordered_edges(caps: Capabilities, ends: Ends, key: int) -> exp.Select:
 
 
 def numbered_attributes(
-    caps: Capabilities, ends: Ends, nodes: str, node_key: Column, attribute: str
+    caps: Capabilities,
+    ends: Ends,
+    nodes: str,
+    node_key: Column,
+    attribute: Column,
+    domain: Sequence[object],
 ) -> exp.Select:
-    """:func:`node_attributes` keyed by the node numbers of :func:`ordered_edges`.
+    """:func:`attribute_groups` keyed by the node numbers of :func:`ordered_edges`.
 
     Only nodes that are an end of some edge have a number (others have no degree).
     """
@@ -419,13 +433,219 @@ def numbered_attributes(
         exp.select(_alias(_col("i", NUMBERS), "k"), _alias(_col("g", attrs), "g"))
         .from_(
             exp.Subquery(
-                this=node_attributes(caps, nodes, node_key, attribute, ends.mode),
+                this=attribute_groups(caps, nodes, node_key, attribute, domain, ends.mode),
                 alias=exp.TableAlias(this=identifier(attrs)),
             )
         )
         .join(_table(NUMBERS), on=exp.EQ(this=_col("x", NUMBERS), expression=_col("k", attrs)))
     )
     return _with(q, caps, ends, (NUMBERS, _numbers()))
+
+
+DOMAIN = "__dv"
+PER_NODE = "__p"
+
+
+def attribute_groups(
+    caps: Capabilities,
+    nodes: str,
+    node_key: Column,
+    attribute: Column,
+    domain: Sequence[object],
+    mode: IdMode,
+) -> exp.Select:
+    """One row per node: ``k`` its identity, ``g`` the index in ``domain`` of its attribute.
+
+    The attribute value (``MIN`` over the node's rows, as :func:`node_attributes`) is matched
+    against the declared (public) domain *in the engine* (:func:`domain_literals`): ``g`` is
+    the position of the value it equals, or NULL when it equals none (NULL, a value outside
+    the domain, a ``DATE 'infinity'`` or a year beyond 9999). Private attribute values never
+    leave the engine: what Python receives is an integer below ``len(domain)`` or NULL.
+    """
+    k = node_id(caps, node_key, mode)
+    per_node = (
+        exp.select(_alias(k, "k"), _alias(exp.Min(this=_col(attribute.name)), "a"))
+        .from_(_table(nodes))
+        .where(exp.Not(this=exp.Is(this=k.copy(), expression=exp.Null())))
+        .group_by(k.copy())
+    )
+    literals, nan_index = domain_literals(caps, attribute, domain)
+    value = _col("a", PER_NODE)
+    group: exp.Expression = exp.Null()
+    q = exp.select(_alias(_col("k", PER_NODE), "k")).from_(
+        exp.Subquery(this=per_node, alias=exp.TableAlias(this=identifier(PER_NODE)))
+    )
+    if literals:
+        rows = [exp.Tuple(expressions=[lit, _int(i)]) for lit, i in literals]
+        values = exp.Values(
+            expressions=rows,
+            alias=exp.TableAlias(
+                this=identifier(DOMAIN), columns=[identifier("v"), identifier("i")]
+            ),
+        )
+        q = q.join(
+            values,
+            on=exp.EQ(this=match_key(caps, attribute, value.copy()), expression=_col("v", DOMAIN)),
+            join_type="left",
+        )
+        group = _col("i", DOMAIN)
+    if nan_index is not None:
+        nan = caps.is_nan_test(exp.Cast(this=value.copy(), to=exp.DataType.build("DOUBLE")))
+        group = exp.Case(ifs=[exp.If(this=nan, true=_int(nan_index))], default=group)
+    # BIGINT even when no declared value can match (g is then NULL, not of the NULL type)
+    return q.select(_alias(exp.Cast(this=group, to=exp.DataType.build("BIGINT")), "g"))
+
+
+def match_key(caps: Capabilities, attribute: Column, value: exp.Expression) -> exp.Expression:
+    """The engine expression a node's attribute ``value`` is compared with the literals as.
+
+    Text as its UTF-8 bytes (no collation can make two declared values equal, or a value
+    equal a declared one it differs from), other non-standard types (enums, UUIDs…) as the
+    bytes of their text, floating-point values as doubles, the rest as they are.
+    """
+    family = _family(attribute)
+    if family == "text":
+        return caps.bytes_of(value)
+    if family == "other":
+        return caps.bytes_of(exp.Cast(this=value, to=exp.DataType.build("VARCHAR")))
+    if family == "real":
+        return exp.Cast(this=value, to=exp.DataType.build("DOUBLE"))
+    return value
+
+
+def _family(attribute: Column) -> str:
+    t = attribute.sql_type.strip().upper()
+    base = _base(t)
+    kind = attribute.kind
+    if kind is ColumnKind.INTEGER:
+        return "wide" if base in (*_WIDE_INTEGERS, "UHUGEINT") else "integer"
+    if kind is ColumnKind.REAL:
+        return "decimal" if base in ("DECIMAL", "NUMERIC") else "real"
+    if kind is ColumnKind.TEXT:
+        return "text"
+    if kind is ColumnKind.BOOLEAN:
+        return "boolean"
+    if kind is ColumnKind.TEMPORAL:
+        if base == "DATE":
+            return "date"
+        if "TZ" in base or "WITH TIME ZONE" in t:
+            return "timestamptz" if base.startswith("TIMESTAMP") else "none"
+        if base.startswith(("TIMESTAMP", "DATETIME")):
+            return "timestamp"
+        if base == "TIME":
+            return "time"
+        return "none"  # intervals: no declared value is an interval
+    return "other"
+
+
+def domain_literals(
+    caps: Capabilities, attribute: Column, domain: Sequence[object]
+) -> tuple[list[tuple[exp.Expression, int]], int | None]:
+    """The declared values a value of ``attribute`` can equal, as typed engine literals.
+
+    Returns ``([(literal, index)], nan_index)``: each literal is in the representation of
+    :func:`match_key` and stands for ``domain[index]``; ``nan_index`` is the index of a
+    float NaN in the domain when the attribute is floating-point (every NaN is one group).
+    A declared value matches an attribute value when they are equal as Python values
+    (``1 == 1.0 == True``, ``Decimal('1.5') == 1.5``; a date never equals a datetime, text
+    only text); values no attribute value can equal have no literal. Everything here is
+    public: the declared domain and the column's type.
+    """
+    family = _family(attribute)
+    out: list[tuple[exp.Expression, int]] = []
+    seen: set[str] = set()
+    nan_index: int | None = None
+    for i, v in enumerate(domain):
+        if family == "real" and isinstance(v, float) and math.isnan(v):
+            nan_index = i if nan_index is None else nan_index
+            continue
+        lit = _literal(caps, attribute, family, v)
+        if lit is None:
+            continue
+        text = lit.sql(dialect=caps.dialect)
+        if text not in seen:  # distinct declared values give distinct literals; be sure
+            seen.add(text)
+            out.append((lit, i))
+    return out, nan_index
+
+
+_DECIMAL_TYPE = re.compile(r"^\s*(?:DECIMAL|NUMERIC)\s*\(\s*(\d+)\s*,\s*(\d+)\s*\)\s*$", re.I)
+
+
+def _literal(
+    caps: Capabilities, attribute: Column, family: str, v: object
+) -> exp.Expression | None:
+    """``v`` as a literal of ``family`` (:func:`domain_literals`), or None if nothing equals it."""
+    if v is None:
+        return None
+    number = v if isinstance(v, int | float | decimal.Decimal) else None  # bool is an int
+    if family in ("integer", "wide"):
+        if number is None or not _integral(number):
+            return None
+        n = int(number)
+        limit = 2**127 if family == "wide" else 2**63
+        return exp.Literal.number(n) if -limit <= n < limit else None
+    if family == "boolean":
+        if number is None or number not in (0, 1):
+            return None
+        return exp.true() if number == 1 else exp.false()
+    if family == "real":
+        if number is None:
+            return None
+        try:
+            x = float(number)
+        except OverflowError:
+            return None
+        if math.isnan(x) or x != number:  # Python compares int/Decimal with float exactly
+            return None
+        text = repr(x) if math.isfinite(x) else ("Infinity" if x > 0 else "-Infinity")
+        return exp.Cast(this=exp.Literal.string(text), to=exp.DataType.build("DOUBLE"))
+    if family == "decimal":
+        return None if number is None else _decimal_literal(attribute, number)
+    if family in ("text", "other"):
+        return caps.bytes_of(exp.Literal.string(v)) if isinstance(v, str) else None
+    if family == "date":
+        if isinstance(v, datetime.date) and not isinstance(v, datetime.datetime):
+            return _typed(v.isoformat(), "DATE")
+        return None
+    if family in ("timestamp", "timestamptz"):
+        if not isinstance(v, datetime.datetime) or (v.tzinfo is None) != (family == "timestamp"):
+            return None
+        return _typed(v.isoformat(sep=" "), "TIMESTAMP" if family == "timestamp" else "TIMESTAMPTZ")
+    if family == "time":
+        if isinstance(v, datetime.time) and v.tzinfo is None:
+            return _typed(v.isoformat(), "TIME")
+        return None
+    return None
+
+
+def _integral(v: int | float | decimal.Decimal) -> bool:
+    if isinstance(v, int):
+        return True
+    if isinstance(v, float):
+        return math.isfinite(v) and v.is_integer()
+    return v.is_finite() and v == v.to_integral_value()
+
+
+def _decimal_literal(attribute: Column, v: int | float | decimal.Decimal) -> exp.Expression | None:
+    """``v`` cast to the column's DECIMAL type, if that type holds it exactly."""
+    d = decimal.Decimal(v)  # exact for floats and ints
+    if not d.is_finite():
+        return None
+    m = _DECIMAL_TYPE.match(attribute.sql_type)
+    precision, scale = (int(m.group(1)), int(m.group(2))) if m else (38, 18)
+    with decimal.localcontext() as ctx:
+        ctx.prec = 200
+        quantum = decimal.Decimal(1).scaleb(-scale)
+        if d != d.quantize(quantum) or abs(d) >= decimal.Decimal(10) ** (precision - scale):
+            return None
+        text = format(d.quantize(quantum), "f")
+    to = exp.DataType.build(attribute.sql_type if m else "DECIMAL(38, 18)")
+    return exp.Cast(this=exp.Literal.number(text), to=to)
+
+
+def _typed(text: str, sql_type: str) -> exp.Expression:
+    return exp.Cast(this=exp.Literal.string(text), to=exp.DataType.build(sql_type))
 
 
 def node_attributes(
