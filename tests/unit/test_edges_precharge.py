@@ -29,7 +29,12 @@ BASE = "SELECT i % 40 AS uid, {value} AS d FROM range(400) r(i)"
 NORMAL = "DATE '2020-01-01' + (i % 4)::INTEGER"
 
 EXTREMES = {
-    "DATE": ["'infinity'::DATE", "'-infinity'::DATE", "DATE '10000-01-01'", "DATE '0044-03-15 (BC)'"],
+    "DATE": [
+        "'infinity'::DATE",
+        "'-infinity'::DATE",
+        "DATE '10000-01-01'",
+        "DATE '0044-03-15 (BC)'",
+    ],
     "TIMESTAMP": ["'infinity'::TIMESTAMP", "TIMESTAMP '12000-06-01 10:00:00'"],
     "TIMESTAMPTZ": ["'infinity'::TIMESTAMPTZ", "'-infinity'::TIMESTAMPTZ"],
 }
@@ -100,7 +105,9 @@ def test_public_decimal_domain_still_matches_the_engine_keys(tmp_path: Path) -> 
     )
     query = "SELECT d, COUNT(*) AS n FROM t GROUP BY d"
     plan, _, exact = exact_aggregates(session, query, not_private=True, epsilon=1)
-    counts = dict(zip(exact.decoded_keys(), exact.measures[plan.measures[0].id].tolist(), strict=True))
+    counts = dict(
+        zip(exact.decoded_keys(), exact.measures[plan.measures[0].id].tolist(), strict=True)
+    )
     assert counts == {(d,): 100 for d in domain[:4]}
     frame = session.sql(query, epsilon=100).to_pandas()
     assert [float(d) for d in frame["d"]] == domain
@@ -149,7 +156,12 @@ def test_quantile_histograms_before_the_charge_are_not_partitions_times_grid(
     )
     session = Session(budget=EpsilonDelta(epsilon=1000, delta=0), ledger=tmp_path / "l.sqlite")
     session.add_table(
-        "t", con, privacy_unit="uid", bounds={"v": (0, 100)}, max_groups=1, max_rows=1,
+        "t",
+        con,
+        privacy_unit="uid",
+        bounds={"v": (0, 100)},
+        max_groups=1,
+        max_rows=1,
         public_keys={"g": list(range(300))},
     )
     from deniable.query import release as release_module
