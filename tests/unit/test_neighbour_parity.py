@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime as dt
 from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
@@ -319,3 +320,70 @@ def test_control_a_pre_charge_conversion_is_caught(tmp_path: Path) -> None:
             query = f"SELECT {column} AS g, COUNT(*) AS n FROM t GROUP BY {column}"
             on_d, on_d2 = parity(pair, query, OPTIONS[0])
             assert on_d[0] == "answer" and on_d2[0] == "untyped OverflowError", (on_d, on_d2)
+
+
+# Graphs: D is a ring of 60 nodes with chords; D′ adds one node joined to 40 of them (a hub
+# far above max_degree) whose attributes hold the extremes of COLUMNS' temporal and text
+# types. Node ids are BIGINT; attributes are public (declared domains at node level).
+GRAPH_QUERIES = [
+    "SELECT COUNT(*) AS n FROM g",
+    "SELECT degree, COUNT(*) AS n FROM degrees(g) GROUP BY degree",
+    "SELECT COUNT(*) AS n FROM degrees(g) WHERE degree >= 3",
+    "SELECT COUNT(*) AS n FROM triangles(g)",
+    "SELECT p.{c}, COUNT(*) AS n FROM g e JOIN people p ON p.id IN (e.a, e.b) GROUP BY p.{c}",
+]
+GRAPH_ATTRIBUTES = {
+    "d": ("DATE", "DATE '2020-01-01' + (id % 2)::INTEGER", "'infinity'::DATE"),
+    "ts": ("TIMESTAMP", "TIMESTAMP '2020-01-01' + to_hours(id % 2)", "'-infinity'::TIMESTAMP"),
+    "txt": ("VARCHAR", "'k' || (id % 2)", "repeat('x', 100000)"),
+    "big": ("HUGEINT", "(id % 2)::HUGEINT", "170141183460469231731687303715884105727::HUGEINT"),
+}
+GRAPH_DOMAINS: dict[str, list[object]] = {
+    "d": [dt.date(2020, 1, 1), dt.date(2020, 1, 2)],
+    "ts": [dt.datetime(2020, 1, 1), dt.datetime(2020, 1, 1, 1)],
+    "txt": ["k0", "k1"],
+    "big": [0, 1],
+}
+
+
+def _graph_pair(tmp: Path, unit: str) -> Pair:
+    sessions = []
+    for with_person in (False, True):
+        con = duckdb.connect()
+        edges = "SELECT i AS a, (i + 1) % 60 AS b FROM range(60) r(i) UNION ALL "
+        edges += "SELECT i, (i + 7) % 60 FROM range(0, 60, 3) r(i)"
+        if with_person:
+            edges += " UNION ALL SELECT 1000, i FROM range(40) r(i)"
+        con.execute(f"CREATE TABLE g AS {edges}")
+        cells = ", ".join(f"CAST({v} AS {t}) AS {c}" for c, (t, v, _) in GRAPH_ATTRIBUTES.items())
+        nodes = f"SELECT id, {cells} FROM range(60) r(id)"
+        if with_person:
+            extremes = ", ".join(f"CAST({x} AS {t})" for _, (t, _, x) in GRAPH_ATTRIBUTES.items())
+            nodes += f" UNION ALL SELECT 1000, {extremes}"
+        con.execute(f"CREATE TABLE people AS {nodes}")
+        session = Session(
+            budget=EpsilonDelta(epsilon=10**9, delta=Fraction(1, 2)),
+            ledger=tmp / f"graph-{unit}-{with_person}.sqlite",
+        )
+        session.add_graph(
+            "g",
+            con,
+            source_col="a",
+            target_col="b",
+            unit=unit,
+            max_degree=4,
+            nodes=con,
+            node_key="id",
+            nodes_name="people",
+            domains=GRAPH_DOMAINS,
+        )
+        sessions.append(session)
+    return Pair((sessions[0], sessions[1]))
+
+
+@pytest.mark.parametrize("unit", ["edge", "node"])
+def test_graphs_at_edge_and_node_level(tmp_path: Path, unit: str) -> None:
+    pair = _graph_pair(tmp_path, unit)
+    for template in GRAPH_QUERIES:
+        for column in GRAPH_ATTRIBUTES if "{c}" in template else ["-"]:
+            _assert_parity(pair, template.format(c=column), {"epsilon": 1})

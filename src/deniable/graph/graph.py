@@ -326,10 +326,18 @@ class Graph:
             return _by_key(table, list(range(1, d + 1)))
         assert query.attribute is not None and self._nodes is not None and keys is not None
         assert self._node_key is not None
-        tree = sqlgen.edge_ends_by_attribute(
-            caps, ends, self._nodes.name, self._node_key, query.attribute
+        # matched against the domain in the engine, as at node level: Python gets indices
+        attribute = sqlgen.node_column(query.attribute, dict(self._nodes.columns)[query.attribute])
+        tree = sqlgen.edge_ends_by_group(
+            caps, ends, self._nodes.name, self._node_key, attribute, keys
         )
-        return _by_key(self._run(tree), list(keys))
+        table = self._run(tree)
+        index = np.asarray(table.column(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+        count = np.asarray(table.column(1).to_numpy(zero_copy_only=False), dtype=np.int64)
+        out = np.zeros(len(keys), dtype=np.int64)
+        hit = (index >= 0) & (index < len(keys))
+        np.add.at(out, index[hit], count[hit])
+        return Exact(list(keys), out)
 
     def _node_level(self, query: GraphQuery, secret: int, keys: Sequence[object] | None) -> Exact:
         info = self.info
@@ -459,7 +467,12 @@ class Graph:
             )
         # edge level: node attributes are not protected; their values are public keys
         table = self._run(sqlgen.distinct_values(self._nodes.name, attr))
-        values = table.column(0).to_pylist()
+        values = []
+        for scalar in table.column(0):
+            try:
+                values.append(scalar.as_py())
+            except (OverflowError, ValueError):
+                continue  # a value Python cannot hold (DATE 'infinity'): in no group
         if len(values) > MAX_DOMAIN:
             raise InvalidParameter(
                 f"{attr!r} has more than {MAX_DOMAIN} values: declare a smaller domain"

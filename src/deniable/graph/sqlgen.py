@@ -332,30 +332,32 @@ def triangles_mutual_top_d(caps: Capabilities, ends: Ends, max_degree: int, key:
     return _with(q, caps, ends, (HASHED, hashed), (RANKED, ranked), (KEPT, kept))
 
 
-def edge_ends_by_attribute(
+def edge_ends_by_group(
     caps: Capabilities,
     ends: Ends,
     nodes: str,
     node_key: Column,
-    attribute: str,
+    attribute: Column,
+    domain: Sequence[object],
 ) -> exp.Select:
-    """Edge ends per node attribute value: columns ``g`` (the value) and ``n``.
+    """Edge ends per declared attribute value: columns ``g`` (its index, BIGINT) and ``n``.
 
     Each edge counts once at each end whose node has a row in ``nodes``; an edge between two
-    nodes of the same group counts twice there. The node table is read one row per key
-    (:func:`node_attributes`), so a key repeated after registration cannot count an edge end
-    twice.
+    nodes of the same group counts twice there. The node table is read one row per key, and
+    each node's attribute is matched against the declared ``domain`` in the engine
+    (:func:`attribute_groups`): ``g`` is the value's position in ``domain``; ends whose value
+    is outside it (NULL, a ``DATE 'infinity'``, a year beyond 9999) are left out. No
+    attribute value is converted in Python, whatever its type.
     """
+    groups = attribute_groups(caps, nodes, node_key, attribute, domain, ends.mode)
     q = (
         exp.select(_alias(_col("g", NODES), "g"), _alias(_count(), "n"))
         .from_(exp.Subquery(this=_ends(), alias=exp.TableAlias(this=identifier(ENDS))))
         .join(
-            exp.Subquery(
-                this=node_attributes(caps, nodes, node_key, attribute, ends.mode),
-                alias=exp.TableAlias(this=identifier(NODES)),
-            ),
+            exp.Subquery(this=groups, alias=exp.TableAlias(this=identifier(NODES))),
             on=exp.EQ(this=_col("k", NODES), expression=_col("x", ENDS)),
         )
+        .where(exp.Not(this=exp.Is(this=_col("g", NODES), expression=exp.Null())))
         .group_by(_col("g", NODES))
     )
     return _with(q, caps, ends)
