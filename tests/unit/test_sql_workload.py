@@ -390,8 +390,9 @@ def structure_problems(case: Case, frame: pd.DataFrame) -> list[str]:
 
     Documented non-finite values: interval bounds (``x_low``/``x_high``) may be NaN (no interval,
     e.g. quantiles) or infinite (an unbounded interval, e.g. a ratio whose denominator's interval
-    holds 0); a value may be NaN only if its expression divides by an aggregate (a noisy
-    denominator can be 0, and SQL's ``x / 0`` is NULL). Values are never infinite.
+    holds 0); a value may be NaN or infinite only if its expression divides by an aggregate (a
+    noisy denominator can be 0; DuckDB gives ``x / 0 = ±inf`` and ``0 / 0`` NULL, and so does
+    deniable's post-processing). Other values are never infinite.
     """
     problems: list[str] = []
     select = _select_of(case.sql)
@@ -422,7 +423,7 @@ def structure_problems(case: Case, frame: pd.DataFrame) -> list[str]:
         if col.endswith(("_low", "_high")) and col.rsplit("_", 1)[0] in frame.columns:
             continue
         values = frame[col].to_numpy(dtype=float, na_value=np.nan)
-        if np.isinf(values).any():
+        if np.isinf(values).any() and col not in ratios:  # x / 0 is ±inf, as in DuckDB
             problems.append(f"column {col!r} holds an infinity")
         if np.isnan(values).any() and col not in ratios:
             problems.append(f"column {col!r} holds NaN")

@@ -335,6 +335,8 @@ def build_answer(
         used = sorted(postprocess.placeholders(out.expr, AGG_PREFIX))
         value = postprocess.evaluate(out.expr, env, plan.level)
         data[out.name] = value.values
+        if value.failure:  # e.g. a key cast that fails: NULL there, and the reason here
+            notes[out.name] = value.failure
         if not used:
             continue
         nan = np.full(size, np.nan)

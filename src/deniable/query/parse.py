@@ -21,8 +21,10 @@ as ``GROUP BY <columns>`` (keys released through partition selection); ``SELECT 
 ``LIMIT n``.
 
 Refused here, with :class:`~deniable.errors.UnsafeQuery` naming the construct and what to
-write instead: ``SELECT *``, several statements, DDL/DML, joins, subqueries, CTEs, set
-operations, window functions, table functions, sampling clauses. Text that does not parse
+write instead: ``SELECT *``, several statements, DDL/DML, subqueries outside FROM and WITH,
+WITH tables that read from themselves (directly, as ``WITH t AS (SELECT * FROM t)``, or
+through each other; names compared case-blind), set operations, window functions, table
+functions, sampling clauses. Text that does not parse
 raises :class:`~deniable.errors.SQLError` with the line and column sqlglot reports. Nothing
 here reads data. Names are resolved against the catalog in
 :mod:`deniable.query.catalog.validate`.
@@ -31,7 +33,7 @@ here reads data. Names are resolved against the catalog in
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 import sqlglot
@@ -47,7 +49,7 @@ from deniable.query.aggregates import (
     Quantile,
     Variance,
 )
-from deniable.query.postprocess import AGG_PREFIX
+from deniable.query.postprocess import AGG_PREFIX, construct
 
 MAX_QUERY_CHARS = 20_000
 MAX_DEPTH = 200
@@ -151,11 +153,22 @@ class SelectItem:
         name: its name (the alias, else a default derived from the expression).
         expr: the expression with aggregate calls replaced by ``__agg<i>`` placeholders.
         position: where it starts in the text, when known.
+        written: the expression as written (re-rendered by sqlglot), for messages.
+        aliased: whether the analyst gave the name (``AS name``).
     """
 
     name: str
     expr: exp.Expression
     position: Position | None = None
+    written: str = ""
+    aliased: bool = False
+
+    @property
+    def label(self) -> str:
+        """How messages name the output: ``output 'n'`` when aliased, else its SQL text."""
+        if self.aliased or not self.written:
+            return f"output {self.name!r}"
+        return f"the output {self.written}"
 
     @property
     def key(self) -> str | None:
@@ -528,7 +541,7 @@ def _unique_names(
         while name.lower() in taken:
             name, i = f"{base}_{i}", i + 1
         taken.add(name.lower())
-        out.append(SelectItem(name, o.expr, o.position))
+        out.append(replace(o, name=name))
     return out
 
 
@@ -551,6 +564,7 @@ def _relations(stmt: exp.Select, text: str) -> list[exp.Expression]:
     if isinstance(with_, exp.With):
         if with_.args.get("recursive"):
             raise refuse("WITH RECURSIVE is not supported", with_, text)
+        _check_cte_cycles(with_, text)
         for cte in with_.expressions:
             body = cte.this
             if not isinstance(body, exp.Select):
@@ -570,6 +584,54 @@ def _relations(stmt: exp.Select, text: str) -> list[exp.Expression]:
                     allowed.append(item.this)
                     todo.append(item.this)
     return allowed
+
+
+def _check_cte_cycles(with_: exp.With, text: str) -> None:
+    """Refuse WITH tables that name themselves, directly or through each other.
+
+    ``WITH t AS (SELECT * FROM t)`` (names compared case-blind, as SQL identifiers are) or
+    ``WITH a AS (… FROM b), b AS (… FROM a)``: resolving them would never end. Refused
+    here, from the text alone, before anything is read.
+
+    Raises:
+        UnsafeQuery: naming the WITH table(s) of the cycle.
+    """
+    names: dict[str, str] = {}
+    refs: dict[str, set[str]] = {}
+    for cte in with_.expressions:
+        names[cte.alias.lower()] = cte.alias
+    for cte in with_.expressions:
+        used = {t.name.lower() for t in cte.this.find_all(exp.Table) if not t.args.get("db")}
+        refs[cte.alias.lower()] = {u for u in used if u in names}
+    for start in names:
+        path = [start]
+        stack = [(start, iter(sorted(refs[start])))]
+        while stack:
+            _, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                stack.pop()
+                path.pop()
+                continue
+            if nxt == start:
+                cycle = [names[n] for n in path]
+                if len(cycle) == 1:
+                    what = f"the WITH table {cycle[0]!r} reads from itself"
+                else:
+                    what = (
+                        "the WITH tables "
+                        + " → ".join(repr(n) for n in [*cycle, cycle[0]])
+                        + " read from each other"
+                    )
+                raise refuse(
+                    f"{what}; WITH tables cannot be recursive: read the registered table "
+                    "under another WITH name (e.g. WITH t2 AS (SELECT … FROM t))",
+                    with_,
+                    text,
+                )
+            if nxt not in path:
+                path.append(nxt)
+                stack.append((nxt, iter(sorted(refs[nxt]))))
 
 
 _From = tuple[
@@ -674,10 +736,17 @@ def _parse_output(
     assert callable(bind)
     expr = bind(inner)
     assert isinstance(expr, exp.Expression)
+    aliased = name is not None
     if name is None:
         plain = _strip_parens(inner)
         name = plain.name if isinstance(plain, exp.Column) else f"col{index}"
-    return SelectItem(name=name, expr=expr, position=pos)
+    return SelectItem(
+        name=name,
+        expr=expr,
+        position=pos,
+        written=inner.sql(dialect="duckdb"),
+        aliased=aliased,
+    )
 
 
 def _default_name(call: AggregateCall) -> str:
@@ -826,7 +895,7 @@ _KNOWN_AGGREGATES = frozenset(
 def _no_extra_args(node: exp.Expression, allowed: tuple[str, ...], text: str) -> None:
     for k, v in node.args.items():
         if k not in allowed and v:
-            raise refuse(f"{type(node).__name__.upper()} has an unsupported argument", node, text)
+            raise refuse(f"{construct(node)} has an unsupported argument", node, text)
 
 
 def _quantile_literal(node: exp.Expression | None, text: str) -> Fraction:

@@ -355,19 +355,19 @@ def order_keys(keys: Sequence[tuple[object, ...]]) -> list[int]:
     """A deterministic order of released keys, for display: each column by its own order.
 
     Numbers numerically (NaN after them), text and bytes as themselves, dates and times
-    chronologically, NULL first; values of different kinds by kind. Ties cannot happen
-    (keys are distinct); the order never raises.
+    chronologically, NULL last (DuckDB's ``ORDER BY``); values of different kinds by kind.
+    Ties cannot happen (keys are distinct); the order never raises.
 
     Examples:
         >>> order_keys([(10,), (9,), (None,), (float("nan"),)])
-        [2, 1, 0, 3]
+        [1, 0, 3, 2]
     """
     return sorted(range(len(keys)), key=lambda i: tuple(_sort_key(v) for v in keys[i]))
 
 
 def _sort_key(value: object) -> tuple[object, ...]:
     if value is None:
-        return (0,)
+        return (10,)
     if isinstance(value, bool):
         return (1, int(value))
     if isinstance(value, int | float | Decimal | Fraction | np.integer | np.floating):

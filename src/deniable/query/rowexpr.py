@@ -33,7 +33,7 @@ from sqlglot import exp
 
 from deniable.errors import UnsafeQuery
 from deniable.query.catalog import MAX_BOUND, MAX_PUBLIC_KEYS, Bounds, ColumnKind
-from deniable.query.postprocess import ARITHMETIC, COMPARISONS
+from deniable.query.postprocess import ARITHMETIC, COMPARISONS, construct
 
 ROW_NODES: tuple[type[exp.Expression], ...] = (
     exp.Column,
@@ -145,12 +145,11 @@ def check_row(
 
 
 def node_name(n: object) -> str:
-    """A readable name of a node (the SQL function name when it is a function)."""
-    if isinstance(n, exp.Anonymous):
-        return str(n.this).upper()
-    if isinstance(n, exp.Func):
-        return n.sql_name().upper()
-    return type(n).__name__
+    """A node's name as the analyst writes it (``ROUND``, ``… << …``), never a parser class.
+
+    See :func:`deniable.query.postprocess.construct`.
+    """
+    return construct(n)
 
 
 def total_casts(node: exp.Expression) -> exp.Expression:

@@ -24,7 +24,18 @@ re-rendered later from trees qualified with the generated statement's aliases, n
 the analyst's text. An aggregate's argument that is not a plain column of the main table
 becomes a derived :class:`~deniable.query.catalog.Column` with bounds derived by interval
 arithmetic (or given per query); a grouping expression gets a public domain where one
-follows from the declarations, else its keys go through partition selection.
+follows from the declarations, else its keys go through partition selection. One rule for
+integer columns with declared bounds: ``GROUP BY age`` is public like ``GROUP BY age + 0``
+(every integer of the bounds is a key, the column clamped to them). A key taken from a
+table joined with LEFT JOIN has NULL in its domain (the unmatched rows' group, as in DuckDB).
+
+**Post-processing** (HAVING, ORDER BY, expressions over aggregates) is bound to ``__key<j>``
+and ``__agg<i>`` placeholders and checked as DuckDB's binder would: text mixed with numbers
+outside ``=``/``<>``/``IN`` (``zip + 1``, ``zip < 5``) is refused, naming the construct. In
+HAVING an output alias means its expression unless the name is a GROUP BY column (DuckDB's
+rule); LIMIT or OFFSET without ORDER BY keeps the first groups in key order (numbers as
+numbers). Output names that would overwrite an interval column (``k AS c_low`` beside
+``COUNT(*) AS c``) are refused. All of this happens before anything is charged.
 """
 
 from __future__ import annotations
@@ -782,11 +793,12 @@ def validate(
         bound = node.transform(visit)
         assert isinstance(bound, exp.Expression)
         postprocess.check(bound, text=text)
+        _check_types(bound, keys, text)
         return bound
 
     outputs: list[ResolvedOutput] = []
     for item in parsed.outputs:
-        expr = bind(item.expr, f"output {item.name!r}")
+        expr = bind(item.expr, item.label)
         out_key: Column | None = None
         plain = _strip(expr)
         if isinstance(plain, exp.Column) and plain.name.startswith(KEY_PREFIX):
@@ -795,6 +807,8 @@ def validate(
         outputs.append(
             ResolvedOutput(item.name, expr, key=out_key, aggregate=aggregate_index(expr))
         )
+
+    _check_output_names(outputs)
 
     if not distinct and not keys:
         raise UnsafeQuery(
@@ -808,12 +822,26 @@ def validate(
 
     items = {o.name.lower(): o for o in parsed.outputs}
 
+    def is_group_key(n: exp.Column) -> bool:
+        if scope.lookup(n) is None:
+            return False
+        try:
+            tree = _strip(binder.qualify(n, scope, "HAVING", check=False))
+        except (SQLError, UnsafeQuery):
+            return False
+        return tree in key_trees
+
     def with_aliases(node: exp.Expression, *, prefer_columns: bool) -> exp.Expression:
-        """Output names stand for their expressions (ORDER BY; HAVING unless a column)."""
+        """Output names stand for their expressions.
+
+        In ORDER BY always; in HAVING unless the name is a group key's column (DuckDB's
+        rule: ``SUM(age) AS age … HAVING age > 10`` filters on the sum, while a name that
+        is a GROUP BY column means the column).
+        """
 
         def visit(n: exp.Expression) -> exp.Expression:
             if isinstance(n, exp.Column) and not n.table and n.name.lower() in items:
-                if prefer_columns and scope.lookup(n) is not None:
+                if prefer_columns and is_group_key(n):
                     return n
                 target = items[n.name.lower()].expr
                 if isinstance(target, exp.Column) and target.name.lower() == n.name.lower():
@@ -872,6 +900,10 @@ def validate(
                 f"ORDER BY {expr.sql(dialect='duckdb')!r} names no output column or group key",
                 position_of(expr, text),
             ) from None
+    if not order and keys and (parsed.limit is not None or parsed.offset is not None):
+        # LIMIT without ORDER BY keeps the first rows in the keys' own order (numbers as
+        # numbers, NULL last), the order the answer is displayed in — never their text.
+        order = [(exp.column(f"{KEY_PREFIX}{j}"), False) for j in range(len(keys))]
     named = _aggregate_names(outputs, distinct)
     return ValidatedQuery(
         parsed=parsed,
@@ -889,6 +921,158 @@ def validate(
         key_domains=tuple(domains),
         joins=tuple(binder.joins),
     )
+
+
+_NUMERIC_ONLY: tuple[type[exp.Expression], ...] = (
+    *postprocess.ARITHMETIC,
+    *postprocess.MONOTONE,
+    exp.Neg,
+    exp.Abs,
+    exp.Sign,
+    exp.Pow,
+    exp.Log,
+)
+_ORDERING = (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between)
+_COMBINING = (exp.Greatest, exp.Least, exp.Coalesce, exp.Case, exp.If)
+
+
+def _check_types(node: exp.Expression, keys: list[Column], text: str) -> None:
+    """Refuse post-processing that mixes text with numbers where DuckDB's binder refuses it.
+
+    DuckDB casts text to a number implicitly only in ``=``, ``<>`` and ``IN`` (and a text
+    *literal* to any type); ``zip + 1``, ``zip < 5``, ``GREATEST(zip, 1)``, a CASE with text
+    and number results are binder errors. Refused here, before anything is charged,
+    naming the construct and the text key.
+
+    Raises:
+        UnsafeQuery: naming the construct.
+    """
+
+    def kind(n: exp.Expression) -> str:
+        """``text``/``number``/``bool`` (text from a column), ``literal`` or ``other``."""
+        while isinstance(n, exp.Paren):
+            n = n.this
+        if isinstance(n, exp.Column) and n.name.startswith(KEY_PREFIX):
+            k = keys[int(n.name[len(KEY_PREFIX) :])].kind
+            if k is ColumnKind.TEXT:
+                return "text"
+            if k.numeric:
+                return "number"
+            return "bool" if k is ColumnKind.BOOLEAN else "other"
+        if isinstance(n, exp.Column) and n.name.startswith(AGG_PREFIX):
+            return "number"
+        if isinstance(n, exp.Literal) and n.is_string:
+            return "literal"
+        if isinstance(n, exp.Literal):
+            return "number"
+        if isinstance(n, exp.Boolean):
+            return "bool"
+        if isinstance(n, exp.Cast | exp.TryCast):
+            t = n.args["to"].this
+            if t in exp.DataType.TEXT_TYPES:
+                return "text"
+            return "bool" if t == exp.DataType.Type.BOOLEAN else "number"
+        if isinstance(n, (*_NUMERIC_ONLY, exp.Length)):
+            return "number"
+        if isinstance(n, exp.Lower | exp.Upper):
+            return "text"
+        if isinstance(n, exp.Predicate | exp.Not | exp.And | exp.Or):
+            return "bool"
+        if isinstance(n, _COMBINING):
+            kinds = {kind(e) for e in _results(n)} - {"literal", "other"}
+            return kinds.pop() if len(kinds) == 1 else "other"
+        return "other"
+
+    def name_of(n: exp.Expression) -> str:
+        for c in n.find_all(exp.Column):
+            if c.name.startswith(KEY_PREFIX) and kind(c) == "text":
+                return repr(_key_label(keys[int(c.name[len(KEY_PREFIX) :])]))
+        return "a text value"
+
+    for n in node.walk():
+        operands: list[exp.Expression] = []
+        if isinstance(n, _NUMERIC_ONLY):
+            operands = [e for e in (n.this, n.args.get("expression")) if e is not None]
+            if any(kind(e) == "text" for e in operands):
+                bad = next(e for e in operands if kind(e) == "text")
+                raise refuse(
+                    f"{postprocess.construct(n)} needs numbers, and {name_of(bad)} is text "
+                    "(DuckDB refuses this too); CAST it first, e.g. CAST(… AS INTEGER)",
+                    n,
+                    text,
+                )
+            continue
+        if isinstance(n, exp.In):
+            listed = {kind(e) for e in n.expressions} - {"other"}
+            if "literal" in listed and listed & {"number", "bool"}:
+                raise refuse(
+                    "an IN list mixes text and numbers; list values of one type",
+                    n,
+                    text,
+                )
+            continue
+        if isinstance(n, _ORDERING):
+            operands = [
+                n.this,
+                *(n.args[a] for a in ("expression", "low", "high") if n.args.get(a)),
+            ]
+        elif isinstance(n, _COMBINING):
+            operands = _results(n)
+        else:
+            continue
+        kinds = {kind(e) for e in operands}
+        if "text" in kinds and kinds & {"number", "bool"}:
+            bad = next(e for e in operands if kind(e) == "text")
+            raise refuse(
+                f"{postprocess.construct(n)} mixes text ({name_of(bad)}) with numbers or "
+                "booleans, which DuckDB refuses; CAST one side, e.g. CAST(… AS INTEGER), "
+                "or compare text with text",
+                n,
+                text,
+            )
+
+
+def _results(n: exp.Expression) -> list[exp.Expression]:
+    """The values a GREATEST/LEAST/COALESCE/CASE/IF can take (not its conditions)."""
+    if isinstance(n, exp.Case):
+        out = [i.args["true"] for i in n.args.get("ifs") or []]
+        return out + ([n.args["default"]] if n.args.get("default") is not None else [])
+    if isinstance(n, exp.If):
+        return [e for e in (n.args.get("true"), n.args.get("false")) if e is not None]
+    return [n.this, *n.expressions]
+
+
+def _key_label(key: Column) -> str:
+    return key.name.removeprefix("key:")
+
+
+def _check_output_names(outputs: list[ResolvedOutput]) -> None:
+    """Refuse output names that would collide in the answer's table (before any charge).
+
+    Each output computed from aggregates adds ``<name>_low`` and ``<name>_high`` (its
+    interval); an output named like one of them would overwrite it. Names starting with
+    ``__`` are deniable's own.
+
+    Raises:
+        UnsafeQuery: naming both outputs.
+    """
+    taken: dict[str, str] = {}
+    for o in outputs:
+        if postprocess.placeholders(o.expr, AGG_PREFIX):
+            for suffix in ("_low", "_high"):
+                taken[f"{o.name}{suffix}".lower()] = o.name
+    for o in outputs:
+        if o.name.startswith("__"):
+            raise UnsafeQuery(
+                f"the output name {o.name!r} starts with '__', which deniable reserves; "
+                "rename it with AS"
+            )
+        owner = taken.get(o.name.lower())
+        if owner is not None:
+            raise UnsafeQuery(
+                f"the output name {o.name!r} is the name of the interval column of "
+                f"{owner!r} (the answer adds {owner}_low and {owner}_high); rename it with AS"
+            )
 
 
 _SQL_TYPES = {
@@ -929,11 +1113,28 @@ def _bind_key(
             col = found.base
             if col.kind is ColumnKind.OTHER:
                 raise UnsafeQuery(f"cannot group by {col.name!r} of type {col.sql_type}")
+            qualified = found.expr
+            if (
+                found.domain is None
+                and col.kind is ColumnKind.INTEGER
+                and found.bounds is not None
+                and isinstance(qualified, exp.Column)
+            ):
+                # One rule for a bounded integer column and any expression of it (``age``
+                # as ``age + 0``): every integer of its public bounds is a key, the column
+                # clamped to them, so that no partition selection (and no δ) is needed.
+                domain, clamped = _enumerated(binder, scope, plain, qualified, qualified)
+                if domain is not None and len(domain) <= MAX_PUBLIC_KEYS:
+                    derived = Column(col.name, col.sql_type, col.kind, expr=clamped)
+                    return derived, domain, found.expr
             return col, found.domain, found.expr
         tree = _strip(binder.qualify(plain, scope, "GROUP BY", check=False))
         match = tree
         kind = found.kind
         domain = found.domain
+        if domain is not None and None not in domain and _left_joined(binder, tree):
+            # rows a LEFT JOIN matches with nothing have NULL here: DuckDB keeps their group
+            domain = (*domain, None)
         if domain is None and isinstance(tree, exp.Case | exp.If):
             domain = rowexpr.literal_domain(tree)
     else:
@@ -949,6 +1150,13 @@ def _bind_key(
     name = f"key:{normalize(match)}"
     sql_type = _SQL_TYPES.get(kind, "VARCHAR")
     return Column(name, sql_type, kind, expr=tree), domain, match
+
+
+def _left_joined(binder: _Binder, tree: exp.Expression) -> bool:
+    """Whether ``tree`` is a column of a table joined with LEFT JOIN (NULL when unmatched)."""
+    return isinstance(tree, exp.Column) and any(
+        j.alias == tree.table and j.kind == "LEFT" for j in binder.joins
+    )
 
 
 def _enumerated(
@@ -973,7 +1181,10 @@ def _enumerated(
         return postprocess.evaluate(e, env, 0.95).values
 
     if found.domain is not None:
-        values = np.array(list(found.domain), dtype=object)
+        listed = list(found.domain)
+        if None not in listed and _left_joined(binder, found.expr):
+            listed.append(None)  # the unmatched rows of a LEFT JOIN
+        values = np.array(listed, dtype=object)
         return rowexpr.enumerate_domain(tree, column, values, run), tree
     if found.kind is ColumnKind.INTEGER and found.bounds is not None:
         lo, hi = int(found.bounds.lower), int(found.bounds.upper)

@@ -92,7 +92,7 @@ from deniable.query.measures import (
     ValueCount,
 )
 from deniable.query.plan import DPPlan
-from deniable.query.postprocess import COMPARISONS
+from deniable.query.postprocess import COMPARISONS, construct
 from deniable.query.rowexpr import Clamp
 from deniable.sqlnames import identifier
 
@@ -760,7 +760,7 @@ def _total_predicate(
             caps.try_arithmetic
             and (isinstance(n, exp.TryCast) or _is_try_call(n) or _literal_divisor(n))
         ):
-            raising = type(n).__name__.upper()
+            raising = construct(n)
         else:
             continue
         raise UnsafeQuery(
