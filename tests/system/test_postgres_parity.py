@@ -182,3 +182,26 @@ def test_extreme_keys_arrive_as_postgresql_text(sessions: tuple[Session, Session
     assert len(extreme) == 2  # the person keeps max_groups = 2 of their 5 days
     decoded = {k[0] for k in exact.decoded_keys(uniform=False)}
     assert dt.date(2020, 1, 1) in decoded and extreme <= decoded  # none of them decodes
+
+
+def test_control_a_pre_charge_conversion_is_caught(server: PostgresServer, tmp_path: Path) -> None:
+    """The planted defect of issue 20 must make this suite fail (its negative control)."""
+    from _parity import planted_pre_charge_conversion
+
+    made = []
+    for name in ("d0", "d1"):
+        s = Session(
+            budget=EpsilonDelta(epsilon=10**9, delta=Fraction(1, 2)), ledger=tmp_path / name
+        )
+        s.add_table(
+            "t",
+            server.dsn("parity_reader"),
+            table=f"parity.{name}",
+            privacy_unit="uid",
+            max_groups=2,
+            max_rows=2,
+        )
+        made.append(s)
+    with planted_pre_charge_conversion():
+        on_d, on_d2 = (_outcome(s, "SELECT d AS g, COUNT(*) AS n FROM t GROUP BY d") for s in made)
+    assert on_d[0] == "answer" and on_d2[0] == "untyped OverflowError", (on_d, on_d2)

@@ -145,3 +145,15 @@ def test_one_extreme_person_never_changes_the_outcome(
     on_d, on_d2 = (_outcome(s, query) for s in sessions)
     assert on_d == on_d2, f"{query!r}: D gives {on_d}, D′ gives {on_d2}"
     assert not on_d[0].startswith("untyped"), on_d
+
+
+def test_control_a_size_dependent_failure_is_caught(
+    sessions: tuple[Session, Session],
+) -> None:
+    """A planted pre-charge failure on the person's 100,000-character key must be caught."""
+    from _parity import planted_pre_charge_conversion
+
+    with planted_pre_charge_conversion(longest_text=10_000):
+        query = "SELECT txt AS planted, COUNT(*) AS n FROM t GROUP BY txt"
+        on_d, on_d2 = (_outcome(s, query) for s in sessions)
+    assert on_d[0] == "answer" and on_d2[0] == "untyped MemoryError", (on_d, on_d2)

@@ -20,10 +20,9 @@ same check fail: :func:`test_control_a_pre_charge_conversion_is_caught`.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime as dt
-from collections.abc import Iterator
+import sys
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,10 @@ import duckdb
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "conformance"))
+
+from _parity import planted_pre_charge_conversion
 
 from deniable.accounting import EpsilonDelta
 from deniable.curator.session import Session
@@ -287,35 +290,10 @@ def test_sampled_tables_and_population_answers(
     )
 
 
-@contextlib.contextmanager
-def _planted_pre_charge_conversion() -> Iterator[None]:
-    """The defect of issue 20, planted: every partition's key converted before the charge."""
-    from deniable.query import execute as execute_module
-    from deniable.query.release import decode_key
-
-    original = execute_module.read_result
-
-    def strict(table: Any, compiled: Any, plan: Any) -> Any:
-        exact = original(table, compiled, plan)
-        for key in exact.keys:
-            for value, decoder in zip(key, exact.decoders, strict=True):
-                if decoder in ("date", "timestamp") and isinstance(value, str):
-                    converted = decode_key(value, decoder)
-                    if converted == value:  # as the old to_pylist() did: raise
-                        raise OverflowError("date value out of range")
-        return exact
-
-    execute_module.read_result = strict  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        execute_module.read_result = original
-
-
 def test_control_a_pre_charge_conversion_is_caught(tmp_path: Path) -> None:
     """The same check must catch the planted defect (else this suite proves nothing)."""
     pair = _pair(tmp_path)  # fresh ledgers: no stored answer to replay
-    with _planted_pre_charge_conversion():
+    with planted_pre_charge_conversion():
         for column in ("d", "ts", "tstz"):
             query = f"SELECT {column} AS g, COUNT(*) AS n FROM t GROUP BY {column}"
             on_d, on_d2 = parity(pair, query, OPTIONS[0])
