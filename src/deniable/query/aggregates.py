@@ -161,6 +161,9 @@ class Aggregate(ABC):
     """Base of default output names (``sum`` → ``sum_age``) and of messages."""
     needs_bounds: ClassVar[bool] = True
     """Whether the aggregate clamps its column (and so needs bounds and a numeric column)."""
+    interval_depends_on_size: ClassVar[bool] = False
+    """Whether its interval's width depends on the data (a ratio over a noisy count), so
+    that its accuracy before spending needs an assumed size (:mod:`deniable.query.accuracy`)."""
 
     @property
     def default_name(self) -> str:
@@ -335,6 +338,7 @@ class Mean(Aggregate):
 
     sql: ClassVar[tuple[type[exp.Expression], ...]] = (exp.Avg,)
     label: ClassVar[str] = "avg"
+    interval_depends_on_size: ClassVar[bool] = True
 
     def sum_shares(self) -> tuple[tuple[bool, Fraction], ...]:
         """One centred sum with half the share."""
@@ -403,6 +407,7 @@ class Variance(Aggregate):
 
     sql: ClassVar[tuple[type[exp.Expression], ...]] = (exp.Variance, exp.VariancePop)
     label: ClassVar[str] = "variance"
+    interval_depends_on_size: ClassVar[bool] = True
     root: ClassVar[bool] = False
 
     @property
