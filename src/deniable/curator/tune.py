@@ -1,0 +1,322 @@
+"""Bounds that fit the data: DP contribution histograms, and the policy they suggest.
+
+A person-level table needs contribution bounds (``max_groups``, ``max_rows``) that the
+curator states; choosing them blind either drops many rows (bias) or adds much noise. This
+module measures, with differential privacy and charged to the dataset's ledger, how much
+people contribute, and proposes the bounds that minimise the expected error of a stated
+workload (after Amin, Kulesza, Muñoz Medina & Vassilvitskii, "Bounding user contributions:
+a bias-variance trade-off", ICML 2019: choose the bound from a DP histogram of the
+contributions).
+
+What is released, for a table with privacy unit ``u`` and grouping columns ``G``: three
+histograms over a public log-scale grid of :data:`BINS` bins (bin ``i`` holds the values in
+``[2^i, 2^(i+1))``, the last bin every value ``≥ 2^(BINS−1)``):
+
+* ``rows``: each person's number of rows;
+* ``groups``: each person's number of distinct groups (values of ``G``);
+* ``rows_per_group``: each person's largest number of rows in one group.
+
+Each person lands in exactly one bin of each histogram, so adding or removing a person
+changes each histogram by one in one bin: L1 sensitivity 1 per histogram. Each is released
+with the discrete Laplace (geometric) mechanism at ``ε/3``; together ``ε``-DP by basic
+composition (:func:`contribution_histograms`). The statement computes per-person
+aggregates in the engine and returns only the ``3·BINS`` bin counts: what reaches Python
+before the charge has a public size, and rows never leave the engine. The proposal
+(:func:`propose`) is post-processing of the released histograms: free.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+import numpy.typing as npt
+from sqlglot import exp
+
+from deniable.accounting.loss import Epsilon, Number, exact
+from deniable.engines.base import Engine, TableBinding
+from deniable.errors import BudgetExceeded, InvalidParameter
+from deniable.ledger import Ledger
+from deniable.mechanisms import Release, geometric
+from deniable.noise.source import RandomSource
+from deniable.query.catalog import Column
+from deniable.query.rewrite.compile import SOURCE, canonical_unit_expression, render
+from deniable.sqlnames import identifier
+
+BINS = 21
+"""Bins of the log-scale grid: ``[1, 2), [2, 4), …, [2^19, 2^20), [2^20, ∞)``."""
+
+KINDS = ("rows", "groups", "rows_per_group")
+"""The three histograms, in the order of the statement's ``kind`` column."""
+
+CANDIDATES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 25, 32, 40, 50, 64, 100, 128, 256, 512, 1000)
+"""The bounds a proposal chooses among (public)."""
+
+I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
+
+
+def bin_low(i: int) -> int:
+    """The least value of bin ``i`` (``2^i``)."""
+    return 1 << i
+
+
+def representative(i: int) -> float:
+    """A bin's representative value: the geometric mean of its ends (the last: its low end)."""
+    if i >= BINS - 1:
+        return float(bin_low(i))
+    return math.sqrt(bin_low(i) * (bin_low(i + 1) - 1))
+
+
+def _bin(value: exp.Expression) -> exp.Expression:
+    """``i`` such that ``2^i ≤ value < 2^(i+1)`` (the last bin open), by integer comparisons."""
+    ifs = [
+        exp.If(
+            this=exp.GTE(this=value.copy(), expression=exp.Literal.number(bin_low(i))),
+            true=exp.Literal.number(i),
+        )
+        for i in range(BINS - 1, 0, -1)
+    ]
+    return exp.Case(ifs=ifs, default=exp.Literal.number(0))
+
+
+def contribution_statement(
+    engine: Engine, binding: TableBinding, unit: Column, groups: Sequence[str]
+) -> str:
+    """The one statement computing the three histograms' exact bin counts (no noise).
+
+    Its result has at most ``3·BINS`` rows ``(kind, bin, n)``: ``kind`` indexes
+    :data:`KINDS`. Rows whose unit is NULL belong to no one and are left out.
+    """
+    caps = engine.capabilities
+    u = canonical_unit_expression(unit, caps)
+    keys = [exp.Column(this=identifier(g), table=exp.to_identifier(SOURCE)) for g in groups]
+    table = exp.Table(
+        this=identifier(binding.name), alias=exp.TableAlias(this=exp.to_identifier(SOURCE))
+    )
+    per_pair = (
+        exp.select(
+            exp.alias_(u, "__u"),
+            *(exp.alias_(k, f"__g{i}") for i, k in enumerate(keys)),
+            exp.alias_(exp.Count(this=exp.Star()), "__r"),
+        )
+        .from_(table)
+        .where(
+            exp.Is(
+                this=exp.Column(this=identifier(unit.name), table=exp.to_identifier(SOURCE)),
+                expression=exp.Not(this=exp.Null()),
+            )
+        )
+        .group_by(exp.column("__u"), *(exp.column(f"__g{i}") for i in range(len(keys))))
+    )
+    per_person = (
+        exp.select(
+            exp.alias_(exp.Sum(this=exp.column("__r")), "__rows"),
+            exp.alias_(exp.Count(this=exp.Star()), "__groups"),
+            exp.alias_(exp.Max(this=exp.column("__r")), "__top"),
+        )
+        .from_(exp.Subquery(this=per_pair, alias=exp.TableAlias(this=exp.to_identifier("__pp"))))
+        .group_by(exp.column("__u"))
+    )
+    parts = []
+    for k, column in enumerate(("__rows", "__groups", "__top")):
+        b = _bin(exp.column(column))
+        parts.append(
+            exp.select(
+                exp.alias_(exp.Literal.number(k), "kind"),
+                exp.alias_(b, "bin"),
+                exp.alias_(
+                    exp.Cast(this=exp.Count(this=exp.Star()), to=exp.DataType.build("BIGINT")), "n"
+                ),
+            )
+            .from_(exp.table_("__person"))
+            .group_by(exp.Literal.number(1), exp.Literal.number(2))
+        )
+    union: exp.Expression = parts[0]
+    for p in parts[1:]:
+        union = exp.Union(this=union, expression=p, distinct=False)
+    statement = exp.select("*").from_(
+        exp.Subquery(this=union, alias=exp.TableAlias(this=exp.to_identifier("__h")))
+    )
+    statement = statement.with_("__person", as_=per_person)
+    return render(statement, caps.dialect)
+
+
+@dataclass(frozen=True)
+class ContributionHistograms:
+    """The released histograms (noisy counts of people per bin) and what they cost.
+
+    Attributes:
+        counts: per kind (:data:`KINDS`), the noisy number of people in each bin.
+        releases: per kind, the mechanism's release (its interval gives each bin's error).
+        epsilon: the total ε charged (``ε/3`` per histogram).
+        groups: the grouping columns the histograms are about.
+        charge_id: the ledger's charge.
+    """
+
+    counts: dict[str, I64]
+    releases: dict[str, Release]
+    epsilon: Fraction
+    groups: tuple[str, ...]
+    charge_id: int
+
+    def people(self) -> float:
+        """The noisy number of people (from the ``rows`` histogram, negatives as 0)."""
+        return float(np.maximum(self.counts["rows"], 0).sum())
+
+
+def contribution_histograms(
+    engine: Engine,
+    binding: TableBinding,
+    unit: Column,
+    groups: Sequence[str],
+    *,
+    ledger: Ledger,
+    dataset: str,
+    analyst: str,
+    epsilon: Number,
+    source: RandomSource | None = None,
+) -> ContributionHistograms:
+    """Release the three contribution histograms of ``binding``; spends ``ε`` (pure DP).
+
+    The charge is committed before any noise is drawn or anything computed from the data is
+    returned; a refusal (budget) happens before the engine runs. What reaches Python before
+    the charge is ``3·BINS`` counts at most, whatever the data.
+
+    Raises:
+        InvalidParameter: ε not positive, no privacy unit column.
+        BudgetExceeded: ε does not fit what is left (nothing spent).
+    """
+    eps = exact(epsilon, "epsilon")
+    if eps <= 0:
+        raise InvalidParameter("epsilon must be > 0 (the privacy loss of the measurement)")
+    loss = Epsilon(epsilon=eps)
+    budget = ledger.budget_filter(dataset)
+    if not budget.can_charge(loss):
+        raise BudgetExceeded(
+            f"measuring the contributions costs ε = {float(eps):g}, which does not fit what "
+            f"is left of dataset {dataset!r}; nothing was spent",
+            requested=loss,
+            remaining=budget.remaining_for(loss),
+        )
+    exact_counts = exact_histograms(engine, binding, unit, groups)
+    charge = ledger.charge(
+        dataset,
+        loss,
+        analyst=analyst,
+        query_key=f"tune/{secrets.token_hex(16)}",  # a measurement is never replayed
+        query_text=f"contribution histograms of {binding.name!r} by {list(groups)}",
+        details={"tune": {"groups": list(groups), "bins": BINS, "epsilon": str(eps)}},
+    )
+    # Only now, after the commit, is anything computed from the data released.
+    releases = release_histograms(exact_counts, eps, source)
+    counts = {k: np.asarray(r.value, dtype=np.int64) for k, r in releases.items()}
+    return ContributionHistograms(counts, releases, eps, tuple(groups), charge.id)
+
+
+def exact_histograms(
+    engine: Engine, binding: TableBinding, unit: Column, groups: Sequence[str]
+) -> I64:
+    """The exact bin counts, ``(len(KINDS), BINS)``: internal (before noise, never released).
+
+    The release path (:func:`contribution_histograms`) and the tests read the engine
+    through this one function; its allocation has a public size.
+    """
+    sql = contribution_statement(engine, binding, unit, groups)
+    engine.check(binding, sql)
+    result = engine.run(binding, sql)
+    out = np.zeros((len(KINDS), BINS), dtype=np.int64)
+    kinds = np.asarray(result.column("kind").to_numpy(zero_copy_only=False), dtype=np.int64)
+    bins = np.asarray(result.column("bin").to_numpy(zero_copy_only=False), dtype=np.int64)
+    ns = np.asarray(result.column("n").to_numpy(zero_copy_only=False), dtype=np.int64)
+    np.add.at(out, (kinds, bins), ns)
+    return out
+
+
+def release_histograms(
+    exact_counts: I64, epsilon: Fraction, source: RandomSource | None = None
+) -> dict[str, Release]:
+    """Noise each histogram with the discrete Laplace at sensitivity 1 and ``ε/3``: ε-DP.
+
+    One person is in one bin of each histogram, so each changes by at most 1 (L1) between
+    neighbours; the three compose to ``ε``. Call only after the charge.
+    """
+    return {
+        kind: geometric(exact_counts[k], sensitivity=1, epsilon=epsilon / 3, source=source)
+        for k, kind in enumerate(KINDS)
+    }
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One candidate policy and its expected error (post-processing of the histograms).
+
+    Attributes:
+        max_groups: the candidate ``max_groups``.
+        max_rows: the candidate ``max_rows``.
+        kept: the expected share of rows the bounds keep.
+        bias: expected rows lost per group of the workload (from bounding).
+        noise: the noise's standard deviation per group of the workload.
+        error: ``√(bias² + noise²)``, the expected root-mean-square error per group.
+    """
+
+    max_groups: int
+    max_rows: int
+    kept: float
+    bias: float
+    noise: float
+    error: float
+
+
+def _kept_share(counts: I64, cap: int) -> float:
+    people = np.maximum(counts, 0).astype(np.float64)
+    reps = np.array([representative(i) for i in range(BINS)])
+    total = float((people * reps).sum())
+    if total <= 0:
+        return 1.0
+    return float((people * np.minimum(reps, cap)).sum()) / total
+
+
+def propose(
+    histograms: ContributionHistograms,
+    *,
+    epsilon: Number,
+    groups: int = 1,
+) -> list[Choice]:
+    """Every candidate policy with its expected error for the workload, best first.
+
+    The workload is one ``COUNT(*)`` per group over ``groups`` groups (a public number, e.g.
+    the size of the grouping column's domain) answered at ``epsilon``. The model (stated, an
+    estimate): rows are spread evenly over a person's groups, so ``max_groups = m`` keeps
+    the share ``Σ min(g, m)/Σ g`` of the rows, weighted by the ``groups`` histogram;
+    ``max_rows = r`` then keeps ``Σ min(t, r)/Σ t`` of those, from the ``rows_per_group``
+    histogram (each person's fullest group: conservative); bins stand for their geometric
+    midpoints. The rows lost are spread over the ``groups`` groups; the noise is the
+    discrete Laplace's standard deviation at sensitivity ``m·r``. Post-processing: free.
+
+    Raises:
+        InvalidParameter: ε not positive, ``groups`` not a positive integer.
+    """
+    eps = exact(epsilon, "epsilon")
+    if eps <= 0:
+        raise InvalidParameter("epsilon must be > 0 (the budget of the workload)")
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
+        raise InvalidParameter("groups must be a positive integer (groups of the workload)")
+    rows_total = float(
+        (np.maximum(histograms.counts["rows"], 0) * [representative(i) for i in range(BINS)]).sum()
+    )
+    out = []
+    for m in CANDIDATES:
+        by_groups = _kept_share(histograms.counts["groups"], m)
+        for r in CANDIDATES:
+            kept = by_groups * _kept_share(histograms.counts["rows_per_group"], r)
+            bias = rows_total * (1.0 - kept) / groups
+            scale = m * r / float(eps)
+            noise = math.sqrt(2.0) * scale  # the discrete Laplace's sd is ≤ √2·scale
+            out.append(Choice(m, r, kept, bias, noise, math.hypot(bias, noise)))
+    out.sort(key=lambda c: (c.error, c.max_groups * c.max_rows))
+    return out
