@@ -2,7 +2,8 @@
 
 The entry point is :class:`deniable.Session` (``deniable.curator.session.Session``). It is
 imported on first use so that ``import deniable.noise`` stays light (the query stack pulls in
-DuckDB, sqlglot and pandas).
+DuckDB, sqlglot and pandas). :data:`deniable.ROW` states row-level privacy when a table is
+registered (``privacy_unit=ROW``: each row is its own unit); there is no default unit.
 """
 
 from typing import TYPE_CHECKING
@@ -23,6 +24,7 @@ from deniable.errors import (
 
 if TYPE_CHECKING:
     from deniable.curator.session import Session
+    from deniable.query.catalog import ROW
 
 __version__ = "0.1.0"
 
@@ -32,10 +34,15 @@ def __getattr__(name: str) -> object:
         from deniable.curator.session import Session
 
         return Session
+    if name == "ROW":
+        from deniable.query.catalog import ROW
+
+        return ROW
     raise AttributeError(f"module 'deniable' has no attribute {name!r}")
 
 
 __all__ = [
+    "ROW",
     "BudgetExceeded",
     "CapConflict",
     "DeniableError",

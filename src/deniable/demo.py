@@ -72,6 +72,8 @@ def main() -> None:
                 "students",
                 people,
                 privacy_unit="student_id",
+                max_groups=1,
+                max_rows=1,
                 bounds={"scholarship": (0, 6000)},
                 public_keys={"editor": list(EDITORS), "gender": list(GENDERS)},
             )

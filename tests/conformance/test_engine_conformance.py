@@ -10,8 +10,9 @@ What every engine must do with deniable's generated statement (noise switched of
     histogram grid), and the values an aggregate derives from its measures (SUM, AVG,
     VARIANCE, MEDIAN, counts) equal numpy's on the clamped data up to the documented
     rounding. Cases cover keys (none, public, private, both), WHERE predicates (comparisons,
-    IN, BETWEEN, LIKE, IS NULL, NOT/OR, arithmetic), NULL/NaN/±inf/huge values, and integer,
-    text (NFC/NFD spellings of one person) and real (``-0.0``/``0.0``, NaN) privacy units.
+    IN, BETWEEN, LIKE, IS NULL, NOT/OR, arithmetic), NULL/NaN/±inf/huge values, and integer
+    and text (NFC/NFD spellings of one person) privacy units (a floating-point unit column is
+    refused at registration, on every engine).
     A case needing a capability the engine lacks (TRY for arithmetic in WHERE, NFC for text
     units) must be refused with :class:`~deniable.errors.UnsafeQuery` naming the engine —
     never answered differently.
@@ -47,6 +48,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from deniable import ROW
 from deniable.accounting.loss import EpsilonDelta
 from deniable.curator.session import Session
 from deniable.engines.base import Capabilities, Engine
@@ -186,7 +188,6 @@ def _frame(rows: Sequence[Row]) -> pd.DataFrame:
 BOUNDED = _bounded_rows()
 HEAVY = _heavy_rows()
 CANON_TEXT = ["café", "cafe\u0301", "Café", "cafe\u0301", "cafe", "café "]  # 4 people
-CANON_REAL: list[float | None] = [0.0, -0.0, -0.0, 0.0, 1.0, NAN, None, NAN]  # 2 people
 
 
 @dataclass(frozen=True)
@@ -203,17 +204,9 @@ def _nfc(x: object) -> object:
     return None if x is None else unicodedata.normalize("NFC", str(x))
 
 
-def _real(x: object) -> object:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return None
-    assert isinstance(x, float)
-    return 0.0 if x == 0 else x  # -0.0 is 0.0
-
-
 TABLES = (
     TableSpec("ev_int", "uid", lambda x: x),
     TableSpec("ev_text", "who", _nfc, frozenset({"nfc"})),
-    TableSpec("ev_real", "f", _real),
     TableSpec("ev_rows", None, None),
 )
 
@@ -225,7 +218,7 @@ def _register(session: Session) -> None:
         session.add_table(
             t.name,
             frame,
-            privacy_unit=t.unit,
+            privacy_unit=ROW if t.unit is None else t.unit,
             bounds=bounds,
             max_groups=None if t.unit is None else M,
             max_rows=None if t.unit is None else R,
@@ -240,10 +233,7 @@ def _register(session: Session) -> None:
         max_rows=R,
         public_keys={"region": HEAVY_REGIONS},
     )
-    for name, unit, values, kind in (
-        ("canon_text", "who", CANON_TEXT, pa.string()),
-        ("canon_real", "f", CANON_REAL, pa.float64()),
-    ):
+    for name, unit, values, kind in (("canon_text", "who", CANON_TEXT, pa.string()),):
         table = pa.table(
             {
                 unit: pa.array(values, type=kind, from_pandas=False),
@@ -751,9 +741,7 @@ class TestExactAggregates:
         with pytest.raises(AssertionError):  # SUM(q) on grid 1 is exact: off by one fails
             check_values(plan, fresh, wrong)
 
-    @pytest.mark.parametrize(
-        ("table", "units"), [("canon_text", 4), ("canon_real", 2)], ids=["nfc-text", "signed-zero"]
-    )
+    @pytest.mark.parametrize(("table", "units"), [("canon_text", 4)], ids=["nfc-text"])
     def test_canonical_units_share_their_bounds(
         self, session: Session, table: str, units: int
     ) -> None:
@@ -1046,6 +1034,14 @@ class TestRefusals:
             exact_aggregates(session, sql, not_private=True, secrets=SECRETS, **options)
         assert type(info.value) is error  # exactly: SQLError is also an UnsafeQuery
         assert session.budget.spent == before
+
+    def test_floating_point_units_are_refused(self, session: Session) -> None:
+        """A DOUBLE unit column (``-0.0``/``0.0``, NaN, rounding) never identifies people."""
+        with pytest.raises(InvalidParameter, match="floating-point column"):
+            session.add_table(
+                "float_unit", _frame(BOUNDED), privacy_unit="f", max_groups=M, max_rows=R
+            )
+        assert "float_unit" not in session.tables
 
     def test_engine_still_answers_after_refusals(self, session: Session) -> None:
         plan, exact = _exact(session, "SELECT COUNT(*) AS n FROM ev_rows")

@@ -198,7 +198,9 @@ def private_keys(
     rows += [("loner", k) for k in LONELY for _ in range(3)]
     budget = EpsilonDelta(epsilon=10, delta=0.5)
     s, engine = _pg_session(server, tmp_path_factory.mktemp("p"), budget)
-    s.add_table("t", pd.DataFrame(rows, columns=["uid", "k"]), privacy_unit="uid", max_groups=2)
+    s.add_table(
+        "t", pd.DataFrame(rows, columns=["uid", "k"]), privacy_unit="uid", max_groups=2, max_rows=1
+    )
     plan, _, exact = exact_aggregates(s, PRIVATE, not_private=True, epsilon=EPS, delta=DELTA)
     _, loose = exact_for_plan(s, dataclasses.replace(plan, max_groups=5), not_private=True)
     yield plan, exact, loose

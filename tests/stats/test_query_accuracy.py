@@ -57,6 +57,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
         bounds={"x": (0, 100)},
         max_rows=2,
         public_keys={"k": CATS},
+        max_groups=1,
     )
     yield s
     s.close()

@@ -74,7 +74,7 @@ def selection(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-unty
             budget=EpsilonDelta(epsilon=10, delta=0.5),
             ledger=tmp_path_factory.mktemp("keys") / "l.db",
         )
-        s.add_table("t", _rows(with_neighbour), privacy_unit="uid", max_groups=M)
+        s.add_table("t", _rows(with_neighbour), privacy_unit="uid", max_groups=M, max_rows=1)
         plan, _, exact = exact_aggregates(s, QUERY, not_private=True, epsilon=EPS, delta=DELTA)
         out.append((plan, exact))
         s.close()
@@ -176,7 +176,7 @@ def test_public_keys_list_the_whole_domain_and_charge_nothing(tmp_path: Any) -> 
     domain = ["a", "b", "c", "never-used"]
     frame = pd.DataFrame([(f"u{u}", "abc"[u % 3]) for u in range(30)], columns=["uid", "k"])
     s = Session(budget=Epsilon(epsilon=1), ledger=tmp_path / "l.db")
-    s.add_table("t", frame, privacy_unit="uid", public_keys={"k": domain})
+    s.add_table("t", frame, privacy_unit="uid", public_keys={"k": domain}, max_groups=1, max_rows=1)
     before = s.budget.spent
     answer = s.sql(QUERY, epsilon=0.5)
     assert answer.to_pandas()["k"].tolist() == domain

@@ -184,6 +184,7 @@ def _histograms(tmp: Path, aggregate: str, intruder: float) -> Histograms:
             privacy_unit="uid",
             bounds={"x": (0, 100)},
             max_rows=MAX_ROWS,
+            max_groups=1,
         )
         plan, _, exact = exact_aggregates(
             s,

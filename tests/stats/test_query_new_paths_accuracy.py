@@ -108,7 +108,9 @@ def _register(s: Session, orders: pd.DataFrame) -> None:
         max_rows=4,
         public_keys={"region": REGIONS},
     )
-    s.add_table("visits", VISITS, privacy_unit="uid", bounds={"minutes": (0, 60)})
+    s.add_table(
+        "visits", VISITS, privacy_unit="uid", bounds={"minutes": (0, 60)}, max_groups=1, max_rows=1
+    )
     s.add_public_table(
         "states",
         pd.DataFrame({"state": STATES, "sregion": [STATE_REGION[s] for s in STATES]}),

@@ -66,6 +66,7 @@ import pandas as pd
 import pytest
 from _paths_support import Pair, exact_pair, l1_shift, llr_samples, references
 
+from deniable import ROW
 from deniable.accounting.loss import Epsilon
 from deniable.audit import EmpiricalLoss, estimate_epsilon
 from deniable.curator.session import Session
@@ -247,7 +248,12 @@ def _join_register(s: Session, intruder: bool) -> None:
         public_keys={"k": CATS},
     )
     s.add_table(
-        "b", pd.DataFrame(b_rows, columns=["uid", "y"]), privacy_unit="uid", bounds={"y": (0, 20)}
+        "b",
+        pd.DataFrame(b_rows, columns=["uid", "y"]),
+        privacy_unit="uid",
+        bounds={"y": (0, 20)},
+        max_groups=1,
+        max_rows=1,
     )
 
 
@@ -483,6 +489,7 @@ def test_distinct_of_a_column_with_public_keys_stays_within_its_sensitivity(tmp_
             privacy_unit="uid",
             max_rows=5,
             public_keys={"k": ["p"], "item": ["i0"]},
+            max_groups=1,
         )
 
     _shift_within_sensitivity(
@@ -491,7 +498,7 @@ def test_distinct_of_a_column_with_public_keys_stays_within_its_sensitivity(tmp_
 
 
 def _cast_key_register(s: Session, intruder: bool) -> None:
-    s.add_table("t", pd.DataFrame({"sid": [2, 3] + ([1] if intruder else [])}))
+    s.add_table("t", pd.DataFrame({"sid": [2, 3] + ([1] if intruder else [])}), privacy_unit=ROW)
     public = pd.DataFrame({"id": ["1", "01", " 1", "2", "3"], "region": ["a", "b", "c", "a", "b"]})
     s.add_public_table("p", public, unique_key="id")
 
@@ -520,7 +527,9 @@ def test_row_level_public_join_with_a_matching_key_type_stays_within_its_sensiti
     """The same join with the key's own type: each private row matches one public row."""
 
     def register(s: Session, intruder: bool) -> None:
-        s.add_table("t", pd.DataFrame({"sid": ["2", "3"] + (["1"] if intruder else [])}))
+        s.add_table(
+            "t", pd.DataFrame({"sid": ["2", "3"] + (["1"] if intruder else [])}), privacy_unit=ROW
+        )
         public = pd.DataFrame(
             {"id": ["1", "01", " 1", "2", "3"], "region": ["a", "b", "c", "a", "b"]}
         )

@@ -47,7 +47,9 @@ def selection(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-unty
     s = Session(
         budget=EpsilonDelta(epsilon=10, delta=0.5), ledger=tmp_path_factory.mktemp("sel") / "l.db"
     )
-    s.add_table("t", pd.DataFrame(rows, columns=["uid", "k"]), privacy_unit="uid", max_groups=2)
+    s.add_table(
+        "t", pd.DataFrame(rows, columns=["uid", "k"]), privacy_unit="uid", max_groups=2, max_rows=1
+    )
     plan, _, exact = exact_aggregates(s, QUERY, not_private=True, epsilon=EPS, delta=DELTA)
     yield plan, exact
     s.close()

@@ -103,6 +103,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
         bounds={"x": (0, 100), "f": (0, 1)} | dict.fromkeys(COPIES, (0, 100)),
         max_rows=2,
         public_keys={"k": GROUPS},
+        max_groups=1,
     )
     yield s
     s.close()

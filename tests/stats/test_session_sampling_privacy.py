@@ -55,6 +55,7 @@ def _run(tmp_path: Path, sample_rate: Fraction | None) -> tuple[npt.NDArray[np.i
         max_groups=1,
         public_keys={"g": list(range(2 * K))},
         sample_rate=sample_rate,
+        max_rows=1,
     )
     answer = s.sql("SELECT g, COUNT(*) AS n FROM t GROUP BY g", epsilon=EPS0)
     if sample_rate == BETA:

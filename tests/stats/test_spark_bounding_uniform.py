@@ -122,7 +122,7 @@ def test_control_an_order_without_unit_and_secret_is_rejected(
 
 def test_text_units_are_refused_naming_the_engine(tmp_path: Path) -> None:
     frame = pd.DataFrame({"uid": ["ann", "bob"], "k": [0, 1]})
-    s = _session(frame, tmp_path, public_keys={"k": [0, 1]})
+    s = _session(frame, tmp_path, public_keys={"k": [0, 1]}, max_groups=1, max_rows=1)
     with pytest.raises(UnsafeQuery, match=r"spark.*NFC"):
         _exact(s, "SELECT k, COUNT(*) AS n FROM t GROUP BY k")
     s.close()

@@ -210,7 +210,9 @@ def selection(
             ledger=tmp_path_factory.mktemp("keys") / "l.db",
             engine=_engine(),
         )
-        s.add_table("t", _key_rows(with_neighbour), privacy_unit="uid", max_groups=SEL_M)
+        s.add_table(
+            "t", _key_rows(with_neighbour), privacy_unit="uid", max_groups=SEL_M, max_rows=1
+        )
         plan, _, exact = exact_aggregates(
             s, COUNT, not_private=True, epsilon=SEL_EPS, delta=SEL_DELTA
         )

@@ -237,6 +237,7 @@ rate_limit = {{ per_second = 100000, burst = 100000 }}
 [datasets.d]
 source = "data.csv"
 table = "t"
+privacy_unit = "row"
 budget = {cap}
 {public_keys}
 """

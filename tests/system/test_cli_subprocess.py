@@ -17,6 +17,8 @@ ledger = "ledger.db"
 [datasets.people]
 source = "people.csv"
 privacy_unit = "id"
+max_groups = 1
+max_rows = 1
 budget = { epsilon = 1 }
 """
 
@@ -39,7 +41,7 @@ def site(tmp_path: Path) -> Path:
 
 def test_python_m_deniable_answers_a_query_on_a_csv(site: Path) -> None:
     done = deniable(
-        "query", "SELECT COUNT(*) AS n FROM people", "--data", "people.csv",
+        "query", "SELECT COUNT(*) AS n FROM people", "--data", "people.csv", "--unit", "row",
         "--epsilon", "0.5", "--ledger", "local.db", "--budget", "1", "--json", cwd=site,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -48,15 +50,16 @@ def test_python_m_deniable_answers_a_query_on_a_csv(site: Path) -> None:
     assert doc["remaining"] == {"type": "epsilon", "epsilon": "1/2"}
     assert done.stderr == ""  # no progress noise when not on a terminal
     people = deniable("query", "SELECT COUNT(*) AS n FROM people", "--data", "people.csv",
-                      "--epsilon", "0.5", "--ledger", "local.db", "--unit", "id", cwd=site)  # fmt: skip
+                      "--epsilon", "0.5", "--ledger", "local.db", "--unit", "id",
+                      "--max-groups", "1", "--max-rows", "1", cwd=site)  # fmt: skip
     assert people.returncode == 0, people.stderr
     assert "n_high" in people.stdout and "remaining ε = 0" in people.stdout
     over = deniable("query", "SELECT COUNT(*) AS c FROM people", "--data", "people.csv",
-                    "--epsilon", "0.1", "--ledger", "local.db", cwd=site)  # fmt: skip
+                    "--epsilon", "0.1", "--ledger", "local.db", "--unit", "row", cwd=site)  # fmt: skip
     assert over.returncode == 3 and over.stderr.startswith("error:")
     assert "Traceback" not in over.stderr and over.stderr.count("\n") == 1
     refused = deniable("query", "SELECT age FROM people", "--data", "people.csv",
-                       "--epsilon", "0.1", cwd=site)  # fmt: skip
+                       "--unit", "row", "--epsilon", "0.1", cwd=site)  # fmt: skip
     assert refused.returncode == 5
     assert deniable("query", "--nope", cwd=site).returncode == 2
 

@@ -37,6 +37,8 @@ rate_limit = { per_second = 1000, burst = 1000 }
 source = "students.csv"
 table = "students"
 privacy_unit = "student_id"
+max_groups = 1
+max_rows = 1
 bounds = { grade = [0, 100], age = [10, 25] }
 public_keys = { school = ["north", "south", "east"] }
 budget = { epsilon = 1 }
@@ -44,6 +46,7 @@ budget = { epsilon = 1 }
 [datasets.visits]
 source = "students.csv"
 table = "visits"
+privacy_unit = "row"
 budget = { rho = 0.5 }
 """
 
@@ -159,6 +162,13 @@ def test_console_query_until_the_budget_is_gone(tmp_path: Path, browser: Browser
         expect(table).to_be_visible()
         expect(table.locator("tbody tr")).to_have_count(3)
         expect(table.locator("thead")).to_contain_text("n 95% interval")
+        # what the intervals cover, and the row policies that applied (issue 21)
+        expect(table.locator("caption")).to_contain_text(
+            "noise only — covers the value after bounding"
+        )
+        expect(page.locator("#row-policy")).to_contain_text(
+            "per student_id: at most 1 group, 1 row per group; mean_grade clamped to [0, 100]"
+        )
         for school in ("north", "south", "east"):
             expect(table.locator("tbody")).to_contain_text(school)
         first_row = table.locator("tbody tr").first.locator("td")

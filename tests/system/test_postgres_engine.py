@@ -21,6 +21,8 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from deniable import ROW
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "conformance"))
 
 from _postgres import (
@@ -98,6 +100,7 @@ def test_in_place_table_gives_the_exact_bounded_aggregates(
             bounds={"v": (0, 10)},
             max_rows=2,
             public_keys={"cat": ["a", "b", "c"]},
+            max_groups=1,
         )
         assert [(c.name, c.sql_type) for c in info.columns] == [
             ("uid", "BIGINT"),
@@ -138,7 +141,14 @@ def test_the_analysts_text_never_reaches_the_server(server: PostgresServer, tmp_
     try:
         start = log.stat().st_size
         with _session(tmp_path) as s:
-            s.add_table("events", server.dsn("reader"), table="shop.events", privacy_unit="uid")
+            s.add_table(
+                "events",
+                server.dsn("reader"),
+                table="shop.events",
+                privacy_unit="uid",
+                max_groups=1,
+                max_rows=1,
+            )
             text = "SELECT COUNT(*) AS analyst_marker_alias FROM events WHERE cat = 'a'"
             s.sql(text, epsilon=1)
         with log.open("rb") as f:
@@ -222,7 +232,14 @@ def test_failures_never_quote_a_row(server: PostgresServer) -> None:
 
 def test_refusals_name_the_engines_limitation(server: PostgresServer, tmp_path: Path) -> None:
     with _session(tmp_path) as s:
-        s.add_table("events", server.dsn("reader"), table="shop.events", privacy_unit="uid")
+        s.add_table(
+            "events",
+            server.dsn("reader"),
+            table="shop.events",
+            privacy_unit="uid",
+            max_groups=1,
+            max_rows=1,
+        )
         with pytest.raises(UnsafeQuery, match=r"postgres.*TRY"):
             s.sql("SELECT COUNT(*) AS n FROM events WHERE v * 2 > 3", epsilon=1)
         assert s.budget.spent == EpsilonDelta(epsilon=0, delta=0)
@@ -231,13 +248,15 @@ def test_refusals_name_the_engines_limitation(server: PostgresServer, tmp_path: 
 def test_registration_errors(server: PostgresServer, tmp_path: Path) -> None:
     with _session(tmp_path) as s:
         with pytest.raises(InvalidParameter, match="needs table="):
-            s.add_table("events", server.dsn("reader"))
+            s.add_table("events", server.dsn("reader"), privacy_unit=ROW)
         with pytest.raises(InvalidParameter, match=r"no table 'shop\.nope'"):
-            s.add_table("nope", server.dsn("reader"), table="shop.nope")
+            s.add_table("nope", server.dsn("reader"), table="shop.nope", privacy_unit=ROW)
         with pytest.raises(InvalidParameter, match=r"may not read|no table"):
-            s.add_table("regions", server.dsn("reader"), table="shop.regions")  # no SELECT
+            s.add_table(
+                "regions", server.dsn("reader"), table="shop.regions", privacy_unit=ROW
+            )  # no SELECT
         with pytest.raises(InvalidParameter, match="table= names a table of a PostgreSQL"):
-            s.add_table("t", pd.DataFrame({"x": [1]}), table="t")
+            s.add_table("t", pd.DataFrame({"x": [1]}), table="t", privacy_unit=ROW)
     wrong = f"postgresql://reader:hunter2@127.0.0.1:{server.port}/no_such_db"
     with pytest.raises(EngineError) as info:
         PostgresEngine(wrong)
@@ -255,6 +274,8 @@ def test_samples_and_public_tables_need_temporary(server: PostgresServer, tmp_pa
                 table="shop.events",
                 privacy_unit="uid",
                 sample_rate=Fraction(1, 2),
+                max_groups=1,
+                max_rows=1,
             )
 
 
@@ -270,6 +291,8 @@ def test_sample_keeps_whole_units_and_public_tables_join(
             privacy_unit="uid",
             sample_rate=Fraction(1, 2),
             public_keys={"cat": ["a", "b", "c"]},
+            max_groups=1,
+            max_rows=1,
         )
         s.add_public_table("regions", url, table="shop.regions", unique_key="cat")
         engine = s._engines["events"]
@@ -295,7 +318,14 @@ def test_sample_keeps_whole_units_and_public_tables_join(
 
 def test_tables_of_two_engines_are_not_joined(server: PostgresServer, tmp_path: Path) -> None:
     with _session(tmp_path) as s:
-        s.add_table("events", server.dsn("reader"), table="shop.events", privacy_unit="uid")
+        s.add_table(
+            "events",
+            server.dsn("reader"),
+            table="shop.events",
+            privacy_unit="uid",
+            max_groups=1,
+            max_rows=1,
+        )
         s.add_public_table("regions", pd.DataFrame({"cat": ["a", "b", "c"], "r": ["x", "y", "x"]}))
         with pytest.raises(InvalidParameter, match="different engines"):
             s.sql(
@@ -364,6 +394,7 @@ def test_the_service_answers_a_postgresql_dataset_from_its_config(
         'table = "shop.events"\n'
         'privacy_unit = "uid"\n'
         "bounds = { v = [0, 10] }\n"
+        "max_groups = 1\n"
         "max_rows = 2\n"
         'public_keys = { cat = ["a", "b", "c"] }\n'
         "budget = { epsilon = 2 }\n"

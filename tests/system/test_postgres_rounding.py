@@ -18,6 +18,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from deniable import ROW
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "conformance"))
 
 from _postgres import (
@@ -62,7 +64,13 @@ def test_the_server_rounds_half_to_even(server: PostgresServer) -> None:
 
 def test_centred_sum_stays_within_its_sensitivity(server: PostgresServer, tmp_path: Path) -> None:
     with Session(budget=EpsilonDelta(epsilon=10, delta=1e-6), ledger=tmp_path / "l.db") as s:
-        s.add_table("ties", server.dsn("ties_reader"), table="r.ties", bounds={"v": (LOWER, UPPER)})
+        s.add_table(
+            "ties",
+            server.dsn("ties_reader"),
+            table="r.ties",
+            bounds={"v": (LOWER, UPPER)},
+            privacy_unit=ROW,
+        )
         plan, _, exact = exact_aggregates(
             s, "SELECT AVG(v) AS a FROM ties", not_private=True, secrets=Secrets(3, 4), epsilon=1
         )

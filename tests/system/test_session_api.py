@@ -20,6 +20,7 @@ from rich.console import Console
 
 import deniable.noise.source as source_module
 import deniable.query.execute as session_module
+from deniable import ROW
 from deniable.accounting.loss import Epsilon, EpsilonDelta, Rho
 from deniable.curator.session import Session
 from deniable.errors import (
@@ -74,19 +75,21 @@ def test_every_source_kind(tmp_path: Path, ledger: Path) -> None:
         "from_con": con,
     }
     for name, src in sources.items():
-        info = s.add_table(name, src, privacy_unit="uid", bounds={"x": (0, 20)})
+        info = s.add_table(
+            name, src, privacy_unit="uid", bounds={"x": (0, 20)}, max_groups=1, max_rows=1
+        )
         assert [c.name for c in info.columns] == ["uid", "k", "x"]
         assert _exact_count(s, name) == 200
     versions = {s.tables[n].version for n in sources}
     assert len(versions) >= 1 and all(versions)
     with pytest.raises(InvalidParameter, match="already registered"):
-        s.add_table("PANDAS", df)
+        s.add_table("PANDAS", df, privacy_unit=ROW)
     with pytest.raises(InvalidParameter, match="source must be"):
-        s.add_table("bad", [1, 2, 3])
+        s.add_table("bad", [1, 2, 3], privacy_unit=ROW)
     with pytest.raises(InvalidParameter, match="no such file"):
-        s.add_table("missing", tmp_path / "nope.parquet")
+        s.add_table("missing", tmp_path / "nope.parquet", privacy_unit=ROW)
     with pytest.raises(InvalidParameter, match="no table"):
-        s.add_table("absent", con)
+        s.add_table("absent", con, privacy_unit=ROW)
     s.close()
     assert con.sql("SELECT count(*) FROM from_con").fetchall() == [(200,)]  # caller's stays open
 
@@ -95,17 +98,19 @@ def test_add_table_validates_policy(ledger: Path) -> None:
     s = Session(budget=Epsilon(epsilon=1), ledger=ledger)
     df = _frame()
     with pytest.raises(InvalidParameter, match="no column"):
-        s.add_table("t", df, privacy_unit="nope")
+        s.add_table("t", df, privacy_unit="nope", max_groups=1, max_rows=1)
     with pytest.raises(InvalidParameter, match="numeric"):
-        s.add_table("t", df, bounds={"k": (0, 1)})
+        s.add_table("t", df, bounds={"k": (0, 1)}, privacy_unit=ROW)
     with pytest.raises(InvalidParameter, match="lower < upper"):
-        s.add_table("t", df, bounds={"x": (1, 1)})
+        s.add_table("t", df, bounds={"x": (1, 1)}, privacy_unit=ROW)
     with pytest.raises(InvalidParameter, match="finite"):
-        s.add_table("t", df, bounds={"x": (0, math.inf)})
+        s.add_table("t", df, bounds={"x": (0, math.inf)}, privacy_unit=ROW)
     with pytest.raises(InvalidParameter, match="privacy unit cannot"):
-        s.add_table("t", df, privacy_unit="uid", public_keys={"uid": ["u1"]})
+        s.add_table(
+            "t", df, privacy_unit="uid", public_keys={"uid": ["u1"]}, max_groups=1, max_rows=1
+        )
     with pytest.raises(InvalidParameter, match="need a privacy_unit"):
-        s.add_table("t", df, max_rows=3)
+        s.add_table("t", df, privacy_unit=ROW, max_rows=3)
     s.close()
 
 
@@ -118,6 +123,7 @@ def test_answer_shape_conversions_and_metadata(ledger: Path) -> None:
         bounds={"x": (0, 20)},
         max_rows=4,
         public_keys={"k": ["a", "b", "c", "d"]},
+        max_groups=1,
     )
     a = s.sql("SELECT k, COUNT(*) AS n, AVG(x) AS mean FROM t GROUP BY k ORDER BY k", epsilon=1)
     assert a.columns == ["k", "n", "n_low", "n_high", "mean", "mean_low", "mean_high"]
@@ -139,7 +145,7 @@ def test_answer_shape_conversions_and_metadata(ledger: Path) -> None:
 
 def test_budget_refusal_costs_nothing_and_says_what_is_left(ledger: Path) -> None:
     s = Session(budget=Epsilon(epsilon=1), ledger=ledger)
-    s.add_table("t", _frame())
+    s.add_table("t", _frame(), privacy_unit=ROW)
     s.sql("SELECT COUNT(*) AS n FROM t", epsilon=0.75)
     with pytest.raises(BudgetExceeded, match=r"0\.25") as info:
         s.sql("SELECT COUNT(*) AS m FROM t", epsilon=0.5)
@@ -152,7 +158,7 @@ def test_charge_is_committed_before_noise_and_failures_after_it_release_nothing(
     ledger: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     s = Session(budget=Epsilon(epsilon=1), ledger=ledger)
-    s.add_table("t", _frame())
+    s.add_table("t", _frame(), privacy_unit=ROW)
     seen: list[int] = []
     real_release = session_module.release
 
@@ -180,7 +186,7 @@ def test_engine_failure_costs_nothing(ledger: Path, monkeypatch: pytest.MonkeyPa
     from deniable.engines.duckdb import EngineError
 
     s = Session(budget=Epsilon(epsilon=1), ledger=ledger)
-    s.add_table("t", _frame())
+    s.add_table("t", _frame(), privacy_unit=ROW)
 
     def fail(binding, sql):  # type: ignore[no-untyped-def]
         raise EngineError("simulated out of memory")
@@ -216,7 +222,7 @@ def test_mechanisms_run_with_exactly_the_planned_events(
         return real_exponential(scores, sensitivity=sensitivity, epsilon=epsilon, source=source)
 
     s = Session(budget=Epsilon(epsilon=1), ledger=ledger)
-    s.add_table("t", _frame(), bounds={"x": (0, 20)})
+    s.add_table("t", _frame(), bounds={"x": (0, 20)}, privacy_unit=ROW)
     monkeypatch.setattr(release_module, "geometric", geometric_spy)
     monkeypatch.setattr(release_module, "exponential", exponential_spy)
     query = "SELECT COUNT(*) AS n, AVG(x) AS a, MEDIAN(x) AS m FROM t"
@@ -229,7 +235,7 @@ def test_mechanisms_run_with_exactly_the_planned_events(
 
 def test_cache_returns_stored_answer_at_no_cost(ledger: Path) -> None:
     s = Session(budget=Epsilon(epsilon=1), ledger=ledger, source=None)
-    s.add_table("t", _frame(), bounds={"x": (0, 20)})
+    s.add_table("t", _frame(), bounds={"x": (0, 20)}, privacy_unit=ROW)
     a = s.sql("SELECT COUNT(*) AS n, SUM(x) AS s FROM t", epsilon=0.5)
     b = s.sql("select   count(*) as N, sum(X) as S\nfrom T", epsilon=0.5)
     assert b.cached and not a.cached and b.loss == Epsilon(epsilon=0)
@@ -244,13 +250,13 @@ def test_cache_returns_stored_answer_at_no_cost(ledger: Path) -> None:
     s.close()
     # another session on the same ledger and the same data shares the cache...
     s2 = Session(budget=Epsilon(epsilon=1), ledger=ledger)
-    s2.add_table("t", _frame(), bounds={"x": (0, 20)})
+    s2.add_table("t", _frame(), bounds={"x": (0, 20)}, privacy_unit=ROW)
     c = s2.sql("SELECT COUNT(*) AS n, SUM(x) AS s FROM t", epsilon=0.5)
     assert c.cached and c["s"].tolist() == a["s"].tolist()
     s2.close()
     # ...but not after the data changed (a new data version)
     s3 = Session(budget=Epsilon(epsilon=1), ledger=ledger)
-    s3.add_table("t", _frame(201), bounds={"x": (0, 20)})
+    s3.add_table("t", _frame(201), bounds={"x": (0, 20)}, privacy_unit=ROW)
     d = s3.sql("SELECT COUNT(*) AS n, SUM(x) AS s FROM t", epsilon=0.25)
     assert not d.cached and s3.budget.spent == Epsilon(epsilon=1)
     s3.close()
@@ -258,7 +264,7 @@ def test_cache_returns_stored_answer_at_no_cost(ledger: Path) -> None:
 
 def test_per_query_analyst_is_charged_and_replays_can_be_private(ledger: Path) -> None:
     s = Session(budget=Epsilon(epsilon=1), ledger=ledger, analyst="owner")
-    s.add_table("t", _frame(), bounds={"x": (0, 20)})
+    s.add_table("t", _frame(), bounds={"x": (0, 20)}, privacy_unit=ROW)
     s._ledger.set_allowance("default", "bea", Epsilon(epsilon=Fraction(3, 10)))
     q = "SELECT COUNT(*) AS n FROM t"
     program = s.compile(q, epsilon=0.25)
@@ -292,7 +298,7 @@ def test_null_nan_and_inf_are_handled_like_sql(ledger: Path) -> None:
         }
     )
     s = Session(budget=Epsilon(epsilon=1), ledger=ledger)
-    s.add_table("t", table, bounds={"x": (-2, 10), "i": (2, 5)})
+    s.add_table("t", table, bounds={"x": (-2, 10), "i": (2, 5)}, privacy_unit=ROW)
     plan, _, exact = exact_aggregates(
         s,
         "SELECT COUNT(*) AS n, COUNT(x) AS c, SUM(x) AS s, SUM(i) AS si FROM t",
@@ -322,7 +328,7 @@ def test_privacy_unit_has_one_canonical_form(ledger: Path) -> None:
     assert canonical_unit(decomposed) == canonical_unit(composed)
     df = pd.DataFrame({"who": [composed, decomposed, "José ", "jose", composed], "x": [1.0] * 5})
     s = Session(budget=Epsilon(epsilon=1), ledger=ledger)
-    s.add_table("t", df, privacy_unit="who", max_rows=1)
+    s.add_table("t", df, privacy_unit="who", max_rows=1, max_groups=1)
     _, _, exact = exact_aggregates(
         s, "SELECT COUNT(DISTINCT who) AS u, COUNT(*) AS n FROM t", not_private=True, epsilon=1
     )
@@ -334,7 +340,7 @@ def test_privacy_unit_has_one_canonical_form(ledger: Path) -> None:
 
 def test_public_keys_filter_rows_outside_the_domain(ledger: Path) -> None:
     s = Session(budget=Epsilon(epsilon=1), ledger=ledger)
-    s.add_table("t", _frame(), public_keys={"k": ["a", "zz"]})
+    s.add_table("t", _frame(), public_keys={"k": ["a", "zz"]}, privacy_unit=ROW)
     _, _, exact = exact_aggregates(
         s, "SELECT k, COUNT(*) AS n FROM t GROUP BY k", not_private=True, epsilon=1
     )
@@ -346,7 +352,7 @@ def test_public_keys_filter_rows_outside_the_domain(ledger: Path) -> None:
 
 def test_order_limit_offset_are_post_processing(ledger: Path) -> None:
     s = Session(budget=Epsilon(epsilon=10), ledger=ledger)
-    s.add_table("t", _frame(), public_keys={"k": ["a", "b", "c"]})
+    s.add_table("t", _frame(), public_keys={"k": ["a", "b", "c"]}, privacy_unit=ROW)
     a = s.sql("SELECT COUNT(*) AS n FROM t GROUP BY k ORDER BY k DESC LIMIT 2 OFFSET 0", epsilon=5)
     assert a.columns == ["n", "n_low", "n_high"] and len(a) == 2
     b = s.sql("SELECT k, COUNT(*) AS n FROM t GROUP BY k ORDER BY n LIMIT 1 OFFSET 1", epsilon=1)
@@ -356,7 +362,9 @@ def test_order_limit_offset_are_post_processing(ledger: Path) -> None:
 
 def test_rho_budget_and_pure_budget_rules(ledger: Path, tmp_path: Path) -> None:
     s = Session(budget=Rho(rho=1), ledger=ledger)
-    s.add_table("t", _frame(), bounds={"x": (0, 20)}, public_keys={"k": ["a", "b", "c"]})
+    s.add_table(
+        "t", _frame(), bounds={"x": (0, 20)}, public_keys={"k": ["a", "b", "c"]}, privacy_unit=ROW
+    )
     a = s.sql("SELECT k, COUNT(*) AS n, AVG(x) AS m, MEDIAN(x) AS med FROM t GROUP BY k", rho=0.5)
     assert "discrete_gaussian" in a.mechanisms["n"]
     assert isinstance(a.loss, Rho) and a.loss.rho <= 0.5
@@ -364,7 +372,7 @@ def test_rho_budget_and_pure_budget_rules(ledger: Path, tmp_path: Path) -> None:
         s.sql("SELECT COUNT(*) AS n FROM t", epsilon=0.1)
     s.close()
     p = Session(budget=Epsilon(epsilon=1), ledger=tmp_path / "pure.db")
-    p.add_table("t", _frame())
+    p.add_table("t", _frame(), privacy_unit=ROW)
     with pytest.raises(UnsafeQuery, match="partition selection"):
         p.sql("SELECT k, COUNT(*) AS n FROM t GROUP BY k", epsilon=0.5)
     with pytest.raises(InvalidParameter, match="pure"):
@@ -376,7 +384,7 @@ def test_rho_budget_and_pure_budget_rules(ledger: Path, tmp_path: Path) -> None:
 def test_private_keys_with_approximate_budget(ledger: Path) -> None:
     s = Session(budget=EpsilonDelta(epsilon=5, delta=1e-5), ledger=ledger)
     df = pd.DataFrame({"uid": range(3000), "k": ["big"] * 2999 + ["lonely"]})
-    s.add_table("t", df, privacy_unit="uid")
+    s.add_table("t", df, privacy_unit="uid", max_groups=1, max_rows=1)
     a = s.sql("SELECT k, COUNT(*) AS n FROM t GROUP BY k", epsilon=1, delta=1e-6)
     assert a["k"].tolist() == ["big"]  # kept w.p. 1; the lonely key w.p. 1e-6
     assert a.loss == EpsilonDelta(epsilon=1, delta=1e-6)
@@ -396,7 +404,7 @@ def test_release_path_uses_the_secure_source_by_default(
 
     monkeypatch.setattr(source_module.SecureRandom, "words", counting)
     s = Session(budget=Epsilon(epsilon=1), ledger=ledger)
-    s.add_table("t", _frame())
+    s.add_table("t", _frame(), privacy_unit=ROW)
     s.sql("SELECT COUNT(*) AS n FROM t", epsilon=0.5)
     assert calls["n"] >= 2  # the bounding secrets and the noise
     s.close()
@@ -409,7 +417,7 @@ def test_seeded_source_warns_and_reproduces(tmp_path: Path) -> None:
             s = Session(
                 budget=Epsilon(epsilon=1), ledger=tmp_path / f"{i}.db", source=SeededRandom(3)
             )
-        s.add_table("t", _frame(), bounds={"x": (0, 20)})
+        s.add_table("t", _frame(), bounds={"x": (0, 20)}, privacy_unit=ROW)
         answers.append(s.sql("SELECT SUM(x) AS s FROM t", epsilon=1)["s"].tolist())
         s.close()
     assert answers[0] == answers[1]
@@ -421,7 +429,13 @@ def test_seeded_source_warns_and_reproduces(tmp_path: Path) -> None:
 def test_explain_shows_plan_and_sql_without_cost(ledger: Path) -> None:
     s = Session(budget=Epsilon(epsilon=1), ledger=ledger)
     s.add_table(
-        "t", _frame(), privacy_unit="uid", bounds={"x": (0, 20)}, public_keys={"k": ["a", "b", "c"]}
+        "t",
+        _frame(),
+        privacy_unit="uid",
+        bounds={"x": (0, 20)},
+        public_keys={"k": ["a", "b", "c"]},
+        max_groups=1,
+        max_rows=1,
     )
     text = s.explain("SELECT k, SUM(x) AS s FROM t GROUP BY k", epsilon=1)
     assert '"max_rows": 1' in text and "WITH __l1 AS" in text
@@ -434,7 +448,9 @@ def test_no_numpy_random_on_the_release_path(monkeypatch: pytest.MonkeyPatch, le
         raise AssertionError("numpy.random used on the release path")
 
     s = Session(budget=Epsilon(epsilon=1), ledger=ledger)
-    s.add_table("t", _frame(), bounds={"x": (0, 20)}, public_keys={"k": ["a", "b", "c"]})
+    s.add_table(
+        "t", _frame(), bounds={"x": (0, 20)}, public_keys={"k": ["a", "b", "c"]}, privacy_unit=ROW
+    )
     monkeypatch.setattr(np.random, "default_rng", forbidden)
     monkeypatch.setattr(np.random, "random", forbidden)
     s.sql("SELECT k, COUNT(*) AS n, AVG(x) AS m, MEDIAN(x) AS md FROM t GROUP BY k", epsilon=1)
@@ -447,10 +463,13 @@ def test_row_policies_are_stated_as_policy_never_as_counts(tmp_path: Path) -> No
     texts = []
     for nulls in (0, 7):
         frame = pd.DataFrame(
-            {"u": [1.0, 2.0, 3.0] + [np.nan] * nulls, "x": [1.0, 2.0, 3.0] + [4.0] * nulls}
+            {
+                "u": pd.array([1, 2, 3] + [None] * nulls, dtype="Int64"),
+                "x": [1.0, 2.0, 3.0] + [4.0] * nulls,
+            }
         )
         s = Session(budget=Epsilon(epsilon=1), ledger=tmp_path / f"l{nulls}.db")
-        s.add_table("t", frame, privacy_unit="u", bounds={"x": (0, 5)}, max_rows=2)
+        s.add_table("t", frame, privacy_unit="u", bounds={"x": (0, 5)}, max_rows=2, max_groups=1)
         answer = s.sql("SELECT SUM(x) AS s FROM t WHERE x > 1", epsilon=0.5)
         texts.append(answer.metadata.row_policies)
         s.close()
@@ -469,7 +488,7 @@ def test_join_across_connections_is_refused_clearly(tmp_path: Path) -> None:
     con = duckdb.connect()
     con.execute("CREATE TABLE ev AS SELECT i % 7 AS u, i % 3 AS k FROM range(100) t(i)")
     s = Session(budget=Epsilon(epsilon=1), ledger=tmp_path / "l.db")
-    s.add_table("ev", con, privacy_unit="u")
+    s.add_table("ev", con, privacy_unit="u", max_groups=1, max_rows=1)
     s.add_public_table("ks", pd.DataFrame({"k": [0, 1, 2], "label": ["a", "b", "c"]}))
     with pytest.raises(InvalidParameter, match="different databases"):
         s.sql(
@@ -477,7 +496,9 @@ def test_join_across_connections_is_refused_clearly(tmp_path: Path) -> None:
             epsilon=0.5,
         )
     assert s.budget.history == []
-    s.add_table("ev2", pd.DataFrame({"u": [1, 2], "k": [0, 1]}), privacy_unit="u")
+    s.add_table(
+        "ev2", pd.DataFrame({"u": [1, 2], "k": [0, 1]}), privacy_unit="u", max_groups=1, max_rows=1
+    )
     answer = s.sql(
         "SELECT ks.label, COUNT(*) AS n FROM ev2 JOIN ks ON ev2.k = ks.k GROUP BY ks.label",
         epsilon=0.5,
@@ -498,12 +519,16 @@ def test_cache_key_covers_the_joined_tables(tmp_path: Path) -> None:
             pd.DataFrame({"u": [1, 2, 3], "k": ["x", "y", "x"]}),
             privacy_unit="u",
             public_keys={"k": ["x", "y"]},
+            max_groups=1,
+            max_rows=1,
         )
         s.add_table(
             "b",
             pd.DataFrame({"u": [1, 2, 3], "w": [weight] * 3}),
             privacy_unit="u",
             bounds={"w": (0, 5)},
+            max_groups=1,
+            max_rows=1,
         )
         answers.append(
             s.sql("SELECT a.k, SUM(b.w) AS s FROM a JOIN b ON a.u = b.u GROUP BY a.k", epsilon=0.5)

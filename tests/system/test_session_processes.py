@@ -25,7 +25,7 @@ PRELUDE = textwrap.dedent(
     ledger = sys.argv[1]
     df = pd.DataFrame({"uid": [f"u{i}" for i in range(300)], "x": [float(i % 50) for i in range(300)]})
     s = Session(budget=Epsilon(epsilon=1), ledger=ledger, dataset="shared", analyst=sys.argv[2])
-    s.add_table("t", df, privacy_unit="uid", bounds={"x": (0, 50)})
+    s.add_table("t", df, privacy_unit="uid", bounds={"x": (0, 50)}, max_groups=1, max_rows=1)
     """
 )
 

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from scipy import stats
 
+from deniable import ROW
 from deniable.accounting.amplification import amplify_bernoulli
 from deniable.accounting.loss import Epsilon, EpsilonDelta, Rho
 from deniable.curator.session import Session
@@ -50,6 +51,7 @@ def test_charges_add_up_to_the_amplified_total(tmp_path: Path) -> None:
         max_groups=3,
         public_keys={"k": ["a", "b", "c"]},
         sample_rate=0.1,
+        max_rows=1,
     )
     asked = [Fraction(1), Fraction(1, 2), Fraction(2)]
     queries = [
@@ -76,7 +78,7 @@ def test_charges_add_up_to_the_amplified_total(tmp_path: Path) -> None:
 
 def test_delta_is_amplified_too(tmp_path: Path) -> None:
     s = Session(budget=EpsilonDelta(epsilon=5, delta=1e-3), ledger=tmp_path / "l.db")
-    s.add_table("t", _users(), privacy_unit="uid", max_groups=3, sample_rate=0.25)
+    s.add_table("t", _users(), privacy_unit="uid", max_groups=3, sample_rate=0.25, max_rows=1)
     a = s.sql("SELECT k, COUNT(*) AS n FROM t GROUP BY k", epsilon=1, delta=1e-4)
     assert a.metadata.partition_selection is not None
     assert a.metadata.loss_on_sample == EpsilonDelta(epsilon=1, delta=Fraction(1, 10_000))
@@ -90,7 +92,7 @@ def test_delta_is_amplified_too(tmp_path: Path) -> None:
 def test_budget_refusal_uses_the_amplified_cost_and_records_nothing(tmp_path: Path) -> None:
     beta = Fraction(1, 10)
     s = Session(budget=Epsilon(epsilon=Fraction(3, 10)), ledger=tmp_path / "l.db")
-    s.add_table("t", _users(), privacy_unit="uid", sample_rate=beta)
+    s.add_table("t", _users(), privacy_unit="uid", sample_rate=beta, max_groups=1, max_rows=1)
     # ε = 1 on the sample costs 0.1586 < 0.3: fits although 1 > 0.3.
     s.sql("SELECT COUNT(*) AS n FROM t", epsilon=1)
     # A second ε = 1 costs amplify(2) − amplify(1) = 0.3355 > 0.1414 left: refused.
@@ -111,7 +113,7 @@ def test_budget_refusal_uses_the_amplified_cost_and_records_nothing(tmp_path: Pa
 
 def test_identical_query_on_the_same_sample_is_free(tmp_path: Path) -> None:
     s = Session(budget=Epsilon(epsilon=5), ledger=tmp_path / "l.db")
-    s.add_table("t", _users(), privacy_unit="uid", sample_rate=0.5)
+    s.add_table("t", _users(), privacy_unit="uid", sample_rate=0.5, max_groups=1, max_rows=1)
     first = s.sql("SELECT COUNT(*) AS n FROM t", epsilon=1)
     again = s.sql("SELECT COUNT(*) AS n FROM t", epsilon=1)
     assert again.cached and again.loss == Epsilon(epsilon=0)
@@ -122,7 +124,7 @@ def test_identical_query_on_the_same_sample_is_free(tmp_path: Path) -> None:
     # A new session draws a new sample: the stored answer (about another sample) is not
     # served for it, and the new sample's account starts from zero.
     s2 = Session(budget=Epsilon(epsilon=5), ledger=tmp_path / "l.db")
-    s2.add_table("t", _users(), privacy_unit="uid", sample_rate=0.5)
+    s2.add_table("t", _users(), privacy_unit="uid", sample_rate=0.5, max_groups=1, max_rows=1)
     fresh = s2.sql("SELECT COUNT(*) AS n FROM t", epsilon=1)
     assert not fresh.cached
     assert fresh.loss == first.loss
@@ -139,7 +141,7 @@ def test_whole_privacy_units_are_kept_or_dropped(tmp_path: Path) -> None:
             rows.append((unicodedata.normalize(form, name), j, float(i)))
     df = pd.DataFrame(rows, columns=["person", "j", "x"])
     s = Session(budget=Epsilon(epsilon=1), ledger=tmp_path / "l.db")
-    s.add_table("t", df, privacy_unit="person", sample_rate=0.5)
+    s.add_table("t", df, privacy_unit="person", sample_rate=0.5, max_groups=1, max_rows=1)
     sample = _sample_rows(s, "t")
     per_unit = sample.groupby(sample["person"].map(canonical_unit)).size()
     assert set(per_unit.tolist()) == {4}  # every kept person keeps all 4 rows
@@ -154,7 +156,9 @@ def test_whole_privacy_units_are_kept_or_dropped(tmp_path: Path) -> None:
 def test_the_share_of_units_kept_is_beta(tmp_path: Path, beta: Fraction) -> None:
     n_users = 20_000
     s = Session(budget=Epsilon(epsilon=1), ledger=tmp_path / "l.db")
-    s.add_table("t", _users(n_users, rows=1), privacy_unit="uid", sample_rate=beta)
+    s.add_table(
+        "t", _users(n_users, rows=1), privacy_unit="uid", sample_rate=beta, max_groups=1, max_rows=1
+    )
     kept = len(_sample_rows(s, "t"))
     # Two-sided binomial acceptance region at total probability < 1e-7.
     lo = int(stats.binom.ppf(5e-8, n_users, float(beta)))
@@ -167,7 +171,7 @@ def test_row_level_tables_sample_rows(tmp_path: Path) -> None:
     df = _users(10_000, rows=1)
     pq.write_table(pa.Table.from_pandas(df), tmp_path / "t.parquet")
     s = Session(budget=Epsilon(epsilon=1), ledger=tmp_path / "l.db")
-    s.add_table("t", tmp_path / "t.parquet", sample_rate=0.3)
+    s.add_table("t", tmp_path / "t.parquet", sample_rate=0.3, privacy_unit=ROW)
     kept = len(_sample_rows(s, "t"))
     lo, hi = stats.binom.ppf(5e-8, 10_000, 0.3), stats.binom.isf(5e-8, 10_000, 0.3)
     assert lo <= kept <= hi
@@ -183,8 +187,8 @@ def test_sources_outside_the_engine_are_sampled_inside_it(tmp_path: Path) -> Non
     con.execute("CREATE TABLE people AS SELECT * FROM src")
     relation = con.sql("SELECT * FROM people")
     s = Session(budget=Epsilon(epsilon=1), ledger=tmp_path / "l.db")
-    s.add_table("people", con, privacy_unit="uid", sample_rate=0.5)
-    s.add_table("rel", relation, privacy_unit="uid", sample_rate=0.5)
+    s.add_table("people", con, privacy_unit="uid", sample_rate=0.5, max_groups=1, max_rows=1)
+    s.add_table("rel", relation, privacy_unit="uid", sample_rate=0.5, max_groups=1, max_rows=1)
     for table in ("people", "rel"):
         sample = _sample_rows(s, table)
         assert set(sample.groupby("uid").size().tolist()) == {2}
@@ -199,7 +203,9 @@ def test_independent_samples_per_session(tmp_path: Path) -> None:
     kept = []
     for i in range(2):
         s = Session(budget=Epsilon(epsilon=1), ledger=tmp_path / f"l{i}.db")
-        s.add_table("t", _users(2000, rows=1), privacy_unit="uid", sample_rate=0.5)
+        s.add_table(
+            "t", _users(2000, rows=1), privacy_unit="uid", sample_rate=0.5, max_groups=1, max_rows=1
+        )
         kept.append(set(_sample_rows(s, "t")["uid"]))
         s.close()
     assert kept[0] != kept[1]  # equal with probability 2^-2000
@@ -209,7 +215,7 @@ def test_independent_samples_per_session(tmp_path: Path) -> None:
 def test_bad_rates_are_refused(tmp_path: Path, rate: object) -> None:
     s = Session(budget=Epsilon(epsilon=1), ledger=tmp_path / "l.db")
     with pytest.raises(InvalidParameter):
-        s.add_table("t", _users(10), privacy_unit="uid", sample_rate=rate)  # type: ignore[arg-type]
+        s.add_table("t", _users(10), privacy_unit="uid", sample_rate=rate, max_groups=1, max_rows=1)  # type: ignore[arg-type]
     assert "t" not in s.tables
     s.close()
 
@@ -217,13 +223,13 @@ def test_bad_rates_are_refused(tmp_path: Path, rate: object) -> None:
 def test_zcdp_budgets_refuse_sampling(tmp_path: Path) -> None:
     s = Session(budget=Rho(rho=1), ledger=tmp_path / "l.db")
     with pytest.raises(InvalidParameter, match="Epsilon or EpsilonDelta"):
-        s.add_table("t", _users(10), privacy_unit="uid", sample_rate=0.5)
+        s.add_table("t", _users(10), privacy_unit="uid", sample_rate=0.5, max_groups=1, max_rows=1)
     s.close()
 
 
 def test_rate_one_costs_the_plain_loss(tmp_path: Path) -> None:
     s = Session(budget=Epsilon(epsilon=1), ledger=tmp_path / "l.db")
-    s.add_table("t", _users(100), privacy_unit="uid", sample_rate=1)
+    s.add_table("t", _users(100), privacy_unit="uid", sample_rate=1, max_groups=1, max_rows=1)
     a = s.sql("SELECT COUNT(*) AS n FROM t", epsilon=Fraction(1, 2))
     assert a.loss == Epsilon(epsilon=Fraction(1, 2))
     assert len(_sample_rows(s, "t")) == 300
@@ -232,7 +238,7 @@ def test_rate_one_costs_the_plain_loss(tmp_path: Path) -> None:
 
 def test_stored_answer_keeps_the_sampling_metadata(tmp_path: Path) -> None:
     s = Session(budget=Epsilon(epsilon=1), ledger=tmp_path / "l.db")
-    s.add_table("t", _users(100), privacy_unit="uid", sample_rate=0.2)
+    s.add_table("t", _users(100), privacy_unit="uid", sample_rate=0.2, max_groups=1, max_rows=1)
     a = s.sql("SELECT COUNT(*) AS n FROM t", epsilon=Fraction(1, 2))
     assert "0.2 sample" in a.summary()
     entry = s.budget.history[-1]

@@ -154,6 +154,7 @@ def test_control_a_size_dependent_failure_is_caught(
     from _parity import planted_pre_charge_conversion
 
     with planted_pre_charge_conversion(longest_text=10_000):
-        query = "SELECT txt AS planted, COUNT(*) AS n FROM t GROUP BY txt"
+        # only the person's long text matches: their one group is always kept (max_groups 2)
+        query = "SELECT txt AS planted, COUNT(*) AS n FROM t WHERE length(txt) > 1000 GROUP BY txt"
         on_d, on_d2 = (_outcome(s, query) for s in sessions)
     assert on_d[0] == "answer" and on_d2[0] == "untyped MemoryError", (on_d, on_d2)

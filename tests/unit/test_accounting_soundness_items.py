@@ -24,6 +24,7 @@ import pytest
 from scipy.optimize import linprog
 from sqlglot import exp
 
+from deniable import ROW
 from deniable.accounting.amplification import amplified_epsilon_upper
 from deniable.accounting.loss import Epsilon, EpsilonDelta
 from deniable.curator.session import Session
@@ -238,7 +239,7 @@ def test_basic_accountant_cap_changes_are_unchanged(tmp_path: Path) -> None:
 def test_a_session_never_changes_a_cap(tmp_path: Path) -> None:
     path = tmp_path / "l.db"
     with Session(budget=CAP, ledger=path, accountant="zcdp") as s:
-        s.add_table("t", pd.DataFrame({"v": [1, 2, 3]}))
+        s.add_table("t", pd.DataFrame({"v": [1, 2, 3]}), privacy_unit=ROW)
         s.sql("SELECT COUNT(*) AS n FROM t", rho=Fraction(1, 1000))
     with pytest.raises(CapConflict):
         Session(budget=EpsilonDelta(epsilon=2, delta=Fraction(1, 10**6)), ledger=path)
@@ -325,7 +326,9 @@ LOWER = 2.5 + 2.0 ** (GRID - 1)  # 10240.5 grid units: a tie whose even neighbou
 
 def _tie_measure(tmp_path: Path) -> SumMeasure:
     with Session(budget=EpsilonDelta(epsilon=10, delta=1e-6), ledger=tmp_path / "l.db") as s:
-        s.add_table("t", pd.DataFrame({"v": [LOWER]}), bounds={"v": (LOWER, 1e6 + 2.5)})
+        s.add_table(
+            "t", pd.DataFrame({"v": [LOWER]}), bounds={"v": (LOWER, 1e6 + 2.5)}, privacy_unit=ROW
+        )
         plan = s.plan("SELECT AVG(v) AS a FROM t", epsilon=1)
         m = next(x for x in map(plan.measure, plan.aggregates[0].measures) if x.kind == "sum")
     assert isinstance(m, SumMeasure) and m.exponent == GRID

@@ -38,6 +38,8 @@ def _args(path: Path, *extra: str) -> list[str]:
         "k=a,b,c",
         "--max-groups",
         "2",
+        "--max-rows",
+        "1",
         "--query",
         "SELECT k, COUNT(*) AS n, SUM(x) AS s FROM visits GROUP BY k",
         "--epsilon",

@@ -18,6 +18,8 @@ ledger = "ledger.db"
 [datasets.people]
 source = "people.csv"
 privacy_unit = "id"
+max_groups = 1
+max_rows = 1
 bounds = {{ age = [0, 100] }}
 public_keys = {{ region = ["north", "south"] }}
 budget = {{ epsilon = {cap} }}

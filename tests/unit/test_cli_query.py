@@ -28,11 +28,37 @@ def run(*args: str | Path) -> Result:
 
 
 def test_a_count_prints_the_table_with_its_interval_and_the_charge(people: Path) -> None:
-    result = run("SELECT COUNT(*) AS n FROM people", "--data", people, "--epsilon", "0.5")
+    result = run(
+        "SELECT COUNT(*) AS n FROM people", "--data", people, "--unit", "row", "--epsilon", "0.5"
+    )
     assert result.exit_code == 0, result.output
     for text in ("n_low", "n_high", "charged ε = 0.5", "remaining ε = 0", "95% intervals"):
         assert text in result.stdout
+    assert "noise only — covers the value after bounding" in result.stdout
+    assert "rows: row-level: each row is its own unit" in result.stdout
     assert "no --ledger" in result.stderr  # nothing recorded: said so
+
+
+def test_the_privacy_unit_is_always_stated(people: Path) -> None:
+    sql = "SELECT COUNT(*) AS n FROM people"
+    missing = run(sql, "--data", people, "--epsilon", "1")
+    assert missing.exit_code == 2
+    assert "--unit COLUMN" in missing.output and "--unit row" in missing.output
+    no_bounds = run(sql, "--data", people, "--unit", "id", "--max-rows", "4", "--epsilon", "1")
+    assert no_bounds.exit_code == 2 and "--unit id needs --max-groups" in no_bounds.output
+
+
+def test_the_row_policy_line_is_printed_and_in_the_json(people: Path) -> None:
+    args = ["--data", people, "--unit", "id", "--max-groups", "2", "--max-rows", "4"]
+    args += ["--bounds", "age=0:100", "--keys", "region=north,south", "--epsilon", "1"]
+    sql = "SELECT region, SUM(age) AS total FROM people GROUP BY region"
+    line = "per id: at most 2 groups, 4 rows per group; total clamped to [0, 100]"
+    table = run(sql, *args)
+    assert table.exit_code == 0, table.output
+    assert f"rows: {line}" in table.stdout
+    doc = json.loads(run(sql, *args, "--json").stdout)
+    assert doc["row_policy"] == line
+    assert doc["interval_coverage"] == "95% intervals: noise only — covers the value after bounding"
 
 
 def test_json_gives_values_intervals_charge_and_remaining(people: Path, tmp_path: Path) -> None:
@@ -47,6 +73,8 @@ def test_json_gives_values_intervals_charge_and_remaining(people: Path, tmp_path
         "age=0:100",
         "--keys",
         "region=north,south",
+        "--max-groups",
+        "1",
         "--max-rows",
         "4",
         "--epsilon",
@@ -73,7 +101,7 @@ def test_json_gives_values_intervals_charge_and_remaining(people: Path, tmp_path
 
 def test_the_ledger_keeps_the_budget_across_commands(people: Path, tmp_path: Path) -> None:
     ledger = tmp_path / "l.db"
-    base = ("--data", people, "--ledger", ledger)
+    base = ("--data", people, "--unit", "row", "--ledger", ledger)
     first = run("SELECT COUNT(*) AS n FROM people", *base, "--epsilon", "0.75", "--budget", "1")
     assert first.exit_code == 0, first.output
     # the cap is read from the ledger; the identical query is replayed for free
@@ -94,6 +122,8 @@ def test_a_new_dataset_in_a_ledger_needs_its_budget(people: Path, tmp_path: Path
         "SELECT COUNT(*) AS n FROM people",
         "--data",
         people,
+        "--unit",
+        "row",
         "--ledger",
         tmp_path / "l.db",
         "--epsilon",
@@ -115,8 +145,9 @@ def test_a_new_dataset_in_a_ledger_needs_its_budget(people: Path, tmp_path: Path
 def test_refused_queries_exit_5_and_spend_nothing(people: Path, tmp_path: Path, sql: str) -> None:
     ledger = tmp_path / "l.db"
     result = run(
-        sql, "--data", people, "--ledger", ledger, "--budget", "1", "--epsilon", "1", "--json"
-    )
+        sql, "--data", people, "--unit", "row", "--ledger", ledger, "--budget", "1",
+        "--epsilon", "1", "--json",
+    )  # fmt: skip
     assert result.exit_code == 5, result.output
     assert json.loads(result.stdout)["error"]["code"] in ("unsafe_query", "sql_error")
     with Ledger(ledger) as led:
@@ -127,7 +158,7 @@ def test_an_unreadable_file_is_a_one_line_error_without_its_contents(tmp_path: P
     bad = tmp_path / "bad.csv"
     rows = "".join(f"{i},{i}\n" for i in range(30_000))  # beyond DuckDB's type sniffing
     bad.write_text(f"id,x\n{rows}30001,SECRET-VALUE\n")
-    result = run("SELECT COUNT(*) AS n FROM bad", "--data", bad, "--epsilon", "1")
+    result = run("SELECT COUNT(*) AS n FROM bad", "--data", bad, "--unit", "row", "--epsilon", "1")
     assert result.exit_code == 1
     assert "SECRET" not in result.output
     assert result.stderr.count("error:") == 1
@@ -144,6 +175,8 @@ def test_an_unreadable_file_is_a_one_line_error_without_its_contents(tmp_path: P
             "SELECT COUNT(*) AS n FROM people",
             "--data",
             "{people}",
+            "--unit",
+            "row",
             "--epsilon",
             "1",
             "--bounds",
@@ -177,11 +210,15 @@ def test_usage_errors_exit_2(people: Path, args: list[str]) -> None:
 
 
 def test_rho_and_epsilon_delta_budgets(people: Path, tmp_path: Path) -> None:
-    rho = run("SELECT COUNT(*) AS n FROM people", "--data", people, "--rho", "0.1", "--json")
+    rho = run(
+        "SELECT COUNT(*) AS n FROM people", "--data", people, "--unit", "row", "--rho", "0.1",
+        "--json",
+    )  # fmt: skip
     assert rho.exit_code == 0, rho.output
     assert json.loads(rho.stdout)["charged"] == {"type": "rho", "rho": "1/10"}
     approx = run(
-        "SELECT COUNT(*) AS n FROM people", "--data", people, "--ledger", tmp_path / "l.db",
+        "SELECT COUNT(*) AS n FROM people", "--data", people, "--unit", "row",
+        "--ledger", tmp_path / "l.db",
         "--epsilon", "1", "--budget", "2", "--budget-delta", "1e-5", "--json",
     )  # fmt: skip
     assert approx.exit_code == 0, approx.output
@@ -244,7 +281,8 @@ def test_graph_usage_errors_say_what_to_write(friends: Path, args: list[str], sa
 
 
 def test_population_answers_from_a_sample(people: Path, tmp_path: Path) -> None:
-    common = ["--data", people, "--unit", "id", "--epsilon", "1", "--json"]
+    common = ["--data", people, "--unit", "id", "--max-groups", "1", "--max-rows", "1"]
+    common += ["--epsilon", "1", "--json"]
     result = run(
         "SELECT COUNT(*) AS n FROM people", *common, "--sample-rate", "0.5", "--population"
     )

@@ -24,6 +24,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from deniable import ROW
 from deniable.accounting.loss import (
     MAX_PARAMETER,
     MIN_PARAMETER,
@@ -223,7 +224,9 @@ def sessions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Ses
         warnings.simplefilter("ignore")
         for cap in CAPS:
             s = Session(budget=cap, ledger=root / f"{type(cap).__name__}.db")
-            s.add_table("t", frame, bounds={"x": (0, 10)}, public_keys={"g": ["a", "b"]})
+            s.add_table(
+                "t", frame, bounds={"x": (0, 10)}, public_keys={"g": ["a", "b"]}, privacy_unit=ROW
+            )
             out[type(cap).__name__] = s
     yield out
     for s in out.values():
@@ -306,11 +309,11 @@ def test_huge_caps_print_and_serve(tmp_path: Path) -> None:
     # A cap beyond floats used to overflow when printed (BudgetStatus, BudgetExceeded).
     frame = pd.DataFrame({"x": [1, 2, 3]})
     with Session(budget=Rho(rho=10**400), ledger=tmp_path / "l.db") as s:
-        s.add_table("t", frame, bounds={"x": (0, 10)})
+        s.add_table("t", frame, bounds={"x": (0, 10)}, privacy_unit=ROW)
         s.sql("SELECT COUNT(*) AS n FROM t", rho=1)
         assert "1e+400" in repr(s.budget)
     with Session(budget=Epsilon(epsilon=Fraction(1, 10**400)), ledger=tmp_path / "m.db") as s:
-        s.add_table("t", frame, bounds={"x": (0, 10)})
+        s.add_table("t", frame, bounds={"x": (0, 10)}, privacy_unit=ROW)
         with pytest.raises(DeniableError):  # over budget, printed without underflowing to 0
             s.sql("SELECT COUNT(*) AS n FROM t", epsilon=1)
         assert "1e-400" in repr(s.budget)
@@ -334,7 +337,12 @@ def test_deeply_nested_sql_is_an_sql_error(query: str, tmp_path: Path) -> None:
 
     s = Session(budget=Epsilon(epsilon=1), ledger=tmp_path / "l.db")
     s.add_table(
-        "t", pd.DataFrame({"u": [1, 2], "x": [1.0, 2.0]}), privacy_unit="u", bounds={"x": (0, 5)}
+        "t",
+        pd.DataFrame({"u": [1, 2], "x": [1.0, 2.0]}),
+        privacy_unit="u",
+        bounds={"x": (0, 5)},
+        max_groups=1,
+        max_rows=1,
     )
     with pytest.raises(SQLError, match="nest"):
         s.sql(query, epsilon=0.5)

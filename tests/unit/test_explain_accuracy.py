@@ -13,7 +13,7 @@ from deniable.explain.accuracy import accuracy_curve, program_accuracy_curve
 from deniable.mechanisms import geometric, laplace
 from deniable.mechanisms.release import laplace_half_width
 from deniable.noise.testing import SeededRandom
-from deniable.query.catalog import Column, ColumnKind, TableInfo, make_policy
+from deniable.query.catalog import ROW, Column, ColumnKind, TableInfo, make_policy
 from deniable.query.program import QueryOptions, QueryProgram, compile
 
 
@@ -62,9 +62,9 @@ def _catalog(unit: bool) -> dict[str, TableInfo]:
     policy = make_policy(
         "t",
         cols,
-        privacy_unit="uid" if unit else None,
+        privacy_unit="uid" if unit else ROW,
         bounds={"x": (0, 10)},
-        max_groups=None,
+        max_groups=1 if unit else None,
         max_rows=5 if unit else None,
         public_keys=None,
     )

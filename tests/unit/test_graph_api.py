@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from deniable import ROW
 from deniable.accounting.loss import Epsilon, EpsilonDelta, Rho
 from deniable.curator.session import Session
 from deniable.engines.base import DUCKDB_CAPABILITIES
@@ -304,8 +305,8 @@ def test_registration_refusals(tmp_path: Path, kwargs: dict[str, object], messag
 
 def test_names_are_shared_with_tables(session: Session) -> None:
     with pytest.raises(InvalidParameter, match="already registered"):
-        session.add_table("g_edge", EDGES)
-    session.add_table("t", EDGES)
+        session.add_table("g_edge", EDGES, privacy_unit=ROW)
+    session.add_table("t", EDGES, privacy_unit=ROW)
     with pytest.raises(InvalidParameter, match="already registered"):
         session.add_graph("T", EDGES, source_col="a", target_col="b", max_degree=2)
     with pytest.raises(InvalidParameter, match="no graph"):

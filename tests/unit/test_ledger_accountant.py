@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from deniable import ROW
 from deniable.accounting import EpsilonDelta, Rho, ZCDPAccountant, ZCDPFilter
 from deniable.accounting.loss import Epsilon, PrivacyLoss
 from deniable.accounting.renyi import zcdp_rho_cap
@@ -237,7 +238,7 @@ def test_session_answers_gaussian_queries_under_an_epsilon_delta_cap(path: Path)
     with pytest.warns(Warning):
         session = Session(budget=CAP, ledger=path, accountant="zcdp", source=SeededRandom(7))
     with session:
-        session.add_table("t", frame, bounds={"x": [0, 1000]})
+        session.add_table("t", frame, bounds={"x": [0, 1000]}, privacy_unit=ROW)
         answered = 0
         with pytest.raises(BudgetExceeded):
             while True:
@@ -272,7 +273,7 @@ def test_session_with_basic_accountant_refuses_rho_queries(path: Path) -> None:
     from deniable.curator.session import Session
 
     with Session(budget=CAP, ledger=path) as session:
-        session.add_table("t", pd.DataFrame({"x": range(10)}))
+        session.add_table("t", pd.DataFrame({"x": range(10)}), privacy_unit=ROW)
         with pytest.raises(InvalidParameter):
             session.sql("SELECT COUNT(*) AS n FROM t", rho=0.001)
         assert session.budget.history == []
@@ -318,7 +319,7 @@ def _config(tmp_path: Path, dataset_lines: str, extra: str = "") -> Path:
     (tmp_path / "t.csv").write_text("x\n1\n")
     conf = tmp_path / "c.toml"
     conf.write_text(
-        f'ledger = "l.db"\n[datasets.t]\nsource = "t.csv"\n{dataset_lines}\n{extra}',
+        f'ledger = "l.db"\n[datasets.t]\nsource = "t.csv"\nprivacy_unit = "row"\n{dataset_lines}\n{extra}',
         encoding="utf-8",
     )
     return conf

@@ -791,6 +791,8 @@ def _session(path: Path) -> Session:
         privacy_unit="uid",
         bounds={"x": (0, 20)},
         public_keys={"k": ["a", "b", "c"]},
+        max_groups=1,
+        max_rows=1,
     )
     return s
 
@@ -867,6 +869,7 @@ def test_session_table_builds_the_same_program_as_sql(tmp_path: Path) -> None:
         bounds={"value": (0, 10)},
         public_keys={"category": ["a", "b"]},
         max_rows=2,
+        max_groups=1,
     )
     q = s.table("events").where(col("value") > 0).group_by("category").agg(count(), mean("value"))
     text = "SELECT category, COUNT(*), AVG(value) FROM events WHERE value > 0 GROUP BY category"

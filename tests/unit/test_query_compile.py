@@ -78,7 +78,9 @@ def test_fast_form_ranks_only_heavy_rows(tmp_path) -> None:  # type: ignore[no-u
     sql = compile_plan(plan, DuckDBEngine.capabilities, "b", Secrets(1, 2)).sql
     assert "__heavy" not in sql and "least(__n, 2)" in sql and "PARTITION BY __u ORDER BY" in sql
     # public domain no larger than max_groups: no partition ranking at all
-    s.add_table("p", _frame(), privacy_unit="who", max_groups=3, public_keys={"v": [1.0, 7.0]})
+    s.add_table(
+        "p", _frame(), privacy_unit="who", max_groups=3, public_keys={"v": [1.0, 7.0]}, max_rows=1
+    )
     plan = s.plan("SELECT v, COUNT(*) AS n FROM p GROUP BY v", epsilon=1)
     sql = compile_plan(plan, DuckDBEngine.capabilities, "b", Secrets(1, 2)).sql
     assert "PARTITION BY __u ORDER BY" not in sql

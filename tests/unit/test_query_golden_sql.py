@@ -22,6 +22,7 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
+from deniable import ROW
 from deniable.accounting.loss import EpsilonDelta
 from deniable.curator.session import Session
 from deniable.engines.base import (
@@ -118,12 +119,14 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
         "public_keys": {"g": ["x", "y", None]},
     }
     s.add_table("t", _frame(), privacy_unit="uid", max_groups=2, max_rows=3, **policy)  # type: ignore[arg-type]
-    s.add_table("r", _frame(), **policy)  # type: ignore[arg-type]
+    s.add_table("r", _frame(), privacy_unit=ROW, **policy)  # type: ignore[arg-type]
     s.add_table(
         "u",
         pd.DataFrame({"uid": pd.Series([1, 2], dtype="int64"), "w": [1.0, 2.0]}),
         privacy_unit="uid",
         bounds={"w": (0, 5)},
+        max_groups=1,
+        max_rows=1,
     )
     s.add_public_table("p", pd.DataFrame({"g": ["x", "y"], "label": ["ex", "why"]}))
     yield s

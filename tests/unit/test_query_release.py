@@ -8,6 +8,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from deniable import ROW
 from deniable.accounting.loss import Epsilon
 from deniable.curator.session import Session
 from deniable.noise.testing import SeededRandom
@@ -41,7 +42,7 @@ def test_median_scores_peak_at_the_median() -> None:
 def test_post_processing_keeps_values_in_their_valid_range(tmp_path: Path) -> None:
     s = Session(budget=Epsilon(epsilon=10), ledger=tmp_path / "l.db")
     df = pd.DataFrame({"k": ["a"] * 3, "x": [1.0, 2.0, 3.0]})
-    s.add_table("t", df, bounds={"x": (-1, 4)}, public_keys={"k": ["a", "empty"]})
+    s.add_table("t", df, bounds={"x": (-1, 4)}, public_keys={"k": ["a", "empty"]}, privacy_unit=ROW)
     q = "SELECT k, COUNT(*) AS n, SUM(x) AS s, AVG(x) AS m, VARIANCE(x) AS v, STDDEV(x) AS sd FROM t GROUP BY k"
     plan, _, exact = exact_aggregates(s, q, not_private=True, epsilon=0.05)
     for seed in range(200):
@@ -58,7 +59,7 @@ def test_post_processing_keeps_values_in_their_valid_range(tmp_path: Path) -> No
 
 def test_answer_round_trips_through_bytes(tmp_path: Path) -> None:
     s = Session(budget=Epsilon(epsilon=1), ledger=tmp_path / "l.db")
-    s.add_table("t", pd.DataFrame({"x": [1.0, 2.0]}), bounds={"x": (0, 5)})
+    s.add_table("t", pd.DataFrame({"x": [1.0, 2.0]}), bounds={"x": (0, 5)}, privacy_unit=ROW)
     a = s.sql("SELECT COUNT(*) AS n, MEDIAN(x) AS m FROM t", epsilon=0.5)
     b = Answer.from_bytes(a.to_bytes(), loss=Epsilon(epsilon=0), remaining=a.remaining, cached=True)
     pd.testing.assert_frame_equal(a.to_pandas(), b.to_pandas())

@@ -57,6 +57,8 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
         privacy_unit="student_id",
         bounds={"scholarship": (0, 6000)},
         public_keys={"editor": list(EDITORS), "gender": list(GENDERS)},
+        max_groups=1,
+        max_rows=1,
     )
     s.add_table(
         "marks",
@@ -65,6 +67,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
         bounds={"mark": (0, 100)},
         max_groups=3,
         public_keys={"module": list(MODULES)},
+        max_rows=1,
     )
     s.add_public_table(
         "editors_public",

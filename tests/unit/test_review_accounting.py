@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from deniable import ROW
 from deniable.accounting import EpsilonDelta
 from deniable.curator.session import Session
 from deniable.errors import PrivacyWarning, UnsafeQuery
@@ -33,7 +34,7 @@ def _sampled_session(path: Path) -> Session:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyWarning)
         s = Session(budget=CAP, ledger=path, dataset="d", source=SeededRandom(2))
-    s.add_table("t", FRAME, sample_rate=Fraction(1, 10))
+    s.add_table("t", FRAME, sample_rate=Fraction(1, 10), privacy_unit=ROW)
     return s
 
 

@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 import deniable.graph.sqlgen as sqlgen_module
+from deniable import ROW
 from deniable.accounting.loss import EpsilonDelta, Rho
 from deniable.curator.session import Session
 from deniable.errors import BudgetExceeded, PrivacyWarning
@@ -366,7 +367,7 @@ def test_max_degree_is_capped_and_a_with_table_is_not_the_graph(tmp_path: Path) 
         with pytest.raises(InvalidParameter, match="at most"):
             s.add_graph("g", frame, source_col="a", target_col="b", max_degree=MAX_DEGREE + 1)
         s.add_graph("g", frame, source_col="a", target_col="b", max_degree=MAX_DEGREE)
-        s.add_table("t", frame)
+        s.add_table("t", frame, privacy_unit=ROW)
         # the query's own WITH table named like the graph goes to the table path
         answer = s.sql("WITH g AS (SELECT * FROM t) SELECT COUNT(*) AS n FROM g", epsilon=1)
         assert list(answer.to_pandas().columns) == ["n", "n_low", "n_high"]

@@ -26,6 +26,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from deniable import ROW
 from deniable.accounting import Epsilon, EpsilonDelta
 from deniable.curator.session import Session
 from deniable.errors import BudgetExceeded, InvalidParameter, LedgerTampered, UnsafeQuery
@@ -128,8 +129,8 @@ def _session(path: Path, **kw: object) -> Session:
 def test_session_refuses_queries_on_a_consumed_sample(path: Path) -> None:
     frame = pd.DataFrame({"x": range(500)})
     with _session(path) as s:
-        s.add_table("sampled", frame, sample_rate=0.5)
-        s.add_table("whole", frame)
+        s.add_table("sampled", frame, sample_rate=0.5, privacy_unit=ROW)
+        s.add_table("whole", frame, privacy_unit=ROW)
         query = "SELECT COUNT(*) AS n FROM sampled"
         before = len(s.budget.history)
         with Ledger(path) as other:  # e.g. another process holding the same sample's identity
@@ -155,8 +156,8 @@ def test_a_sample_that_answered_queries_cannot_be_consumed(path: Path) -> None:
     release whose guarantee comes from sampling alone (the query charges name the sample)."""
     frame = pd.DataFrame({"x": range(500)})
     with _session(path) as s:
-        s.add_table("sampled", frame, sample_rate=0.5)
-        s.add_table("fresh", frame, sample_rate=0.5)
+        s.add_table("sampled", frame, sample_rate=0.5, privacy_unit=ROW)
+        s.add_table("fresh", frame, sample_rate=0.5, privacy_unit=ROW)
         s.sql("SELECT COUNT(*) AS n FROM sampled", epsilon=0.1)
         before = len(s.budget.history)
         with Ledger(path) as other:
@@ -174,7 +175,7 @@ def test_session_without_consumption_keeps_answering_its_sample(path: Path) -> N
     # Negative control of the refusal: the same session, a release on *another* sample.
     frame = pd.DataFrame({"x": range(500)})
     with _session(path) as s:
-        s.add_table("sampled", frame, sample_rate=0.5)
+        s.add_table("sampled", frame, sample_rate=0.5, privacy_unit=ROW)
         with Ledger(path) as other:
             other.record_sample_release(
                 "d", RELEASE, sample=new_sample_id(), rate=0.5, analyst="c", query_text="q"
@@ -184,7 +185,7 @@ def test_session_without_consumption_keeps_answering_its_sample(path: Path) -> N
 
 def test_zcdp_sessions_refuse_sampled_tables(path: Path) -> None:
     with _session(path, accountant="zcdp") as s, pytest.raises(InvalidParameter, match="basic"):
-        s.add_table("t", pd.DataFrame({"x": range(10)}), sample_rate=0.5)
+        s.add_table("t", pd.DataFrame({"x": range(10)}), sample_rate=0.5, privacy_unit=ROW)
 
 
 # -- the CLI ------------------------------------------------------------------------------

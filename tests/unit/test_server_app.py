@@ -123,6 +123,11 @@ def test_query_returns_values_intervals_charge_and_remaining(client: TestClient)
     assert body["charge"]["exact"] == {"epsilon": "1/4"}
     assert body["remaining"]["exact"] == {"epsilon": "3/4"}  # ann's slice: 1 - 1/4
     assert body["cached"] is False and isinstance(body["charge_id"], int)
+    # What applied to rows, in one line, and what the intervals cover (issue 21)
+    assert body["row_policy"] == "per student_id: at most 1 group, 1 row per group"
+    assert body["interval_coverage"] == (
+        "95% intervals: noise only — covers the value after bounding"
+    )
     # The curator sees the dataset's cap: 2 - 1/4.
     cur = client.get("/v1/datasets/students/budget", headers=auth("cur")).json()
     assert cur["remaining"]["exact"] == {"epsilon": "7/4"}

@@ -27,7 +27,11 @@ def write(folder: Path, text: str) -> Path:
     return path
 
 
-BASE = 'ledger = "l.db"\n[datasets.s]\nsource = "students.csv"\nbudget = { epsilon = 1 }\n'
+BASE = (
+    'ledger = "l.db"\n[datasets.s]\nsource = "students.csv"\nprivacy_unit = "row"\n'
+    "budget = { epsilon = 1 }\n"
+)
+UNIT = BASE.replace('privacy_unit = "row"', 'privacy_unit = "student_id"')
 
 
 def test_example_parses_with_paths_relative_to_the_file(folder: Path) -> None:
@@ -123,3 +127,22 @@ def test_anchor_is_optional_and_must_differ_from_the_ledger(folder: Path) -> Non
     assert cfg.anchor == folder / "a" / "l.anchor"
     with pytest.raises(ConfigError, match="another file"):
         load_config(write(folder, 'anchor = "l.db"\n' + BASE))
+
+
+def test_the_privacy_unit_is_always_stated(folder: Path) -> None:
+    text = BASE.replace('privacy_unit = "row"\n', "")
+    with pytest.raises(ConfigError, match=r"datasets\.s\.privacy_unit is missing") as info:
+        load_config(write(folder, text))
+    assert 'privacy_unit = "row"' in str(info.value)  # the message names both choices
+    assert load_config(write(folder, BASE)).datasets["s"].privacy_unit is None  # row level
+
+
+def test_a_unit_column_states_its_contribution_bounds(folder: Path) -> None:
+    with pytest.raises(ConfigError, match="needs max_groups and max_rows"):
+        load_config(write(folder, UNIT))
+    with pytest.raises(ConfigError, match="needs max_rows"):
+        load_config(write(folder, UNIT + "max_groups = 2\n"))
+    ds = load_config(write(folder, UNIT + "max_groups = 2\nmax_rows = 3\n")).datasets["s"]
+    assert (ds.privacy_unit, ds.max_groups, ds.max_rows) == ("student_id", 2, 3)
+    with pytest.raises(ConfigError, match='with privacy_unit = "row"'):
+        load_config(write(folder, BASE + "max_rows = 2\n"))

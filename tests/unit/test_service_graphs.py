@@ -84,6 +84,8 @@ def write(tmp_path: Path, body: str, *, share: bool = False, cap: str = "10000")
     source = "students.csv"
     table = "students"
     privacy_unit = "student_id"
+    max_groups = 1
+    max_rows = 1
     budget = {{ epsilon = {cap} }}
     """
     path = tmp_path / "service.toml"

@@ -22,6 +22,7 @@ from deniable.accounting.loss import Epsilon
 from deniable.curator import Session
 from deniable.errors import BudgetExceeded, InvalidParameter, SQLError, UnsafeQuery
 from deniable.query.answer import Answer
+from deniable.query.catalog import ROW
 
 StopReason = Literal["budget", "refusal"]
 """Why deniable gave no answer: the budget is spent, or the query was refused."""
@@ -120,6 +121,9 @@ def deniable_session(
 ) -> Iterator[Session]:
     """A fresh session (temporary ledger, CSPRNG noise) over ``tables`` with an ε cap.
 
+    The attack lab's tables hold one row per person, so they are registered with row-level
+    privacy, stated (:data:`deniable.ROW`): one row is one person.
+
     Raises:
         InvalidParameter: a budget that is not a number > 0.
     """
@@ -129,7 +133,7 @@ def deniable_session(
         try:
             for name, frame in tables.items():
                 keys = None if public_keys is None else public_keys.get(name)
-                session.add_table(name, frame, public_keys=keys)
+                session.add_table(name, frame, privacy_unit=ROW, public_keys=keys)
             yield session
         finally:
             session.close()

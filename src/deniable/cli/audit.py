@@ -348,12 +348,27 @@ def audit_frame(
 )
 @click.option("--dataset", default=None, help="--config: the dataset to audit.")
 @click.option("--query", "sql", required=True, help="The SQL query to audit.")
-@click.option("--unit", default=None, help="--data: the privacy-unit column (one person).")
+@click.option(
+    "--unit",
+    default=None,
+    help="--data, required: the privacy-unit column (one person); needs --max-groups and "
+    "--max-rows.",
+)
 @click.option("--table", default=None, help="--data: the table's name in FROM (default: stem).")
 @click.option("--bounds", multiple=True, metavar="COL=LO:HI", help="--data: clamping ranges.")
 @click.option("--keys", multiple=True, metavar="COL=V1,V2,…", help="--data: public key domains.")
-@click.option("--max-groups", type=click.IntRange(min=1), default=None, help="--data: groups.")
-@click.option("--max-rows", type=click.IntRange(min=1), default=None, help="--data: rows.")
+@click.option(
+    "--max-groups",
+    type=click.IntRange(min=1),
+    default=None,
+    help="--data, required: most groups one person contributes to.",
+)
+@click.option(
+    "--max-rows",
+    type=click.IntRange(min=1),
+    default=None,
+    help="--data, required: most rows one person contributes to one group.",
+)
 @fraction_option("--epsilon", help="The ε the query claims (and is planned with).")
 @fraction_option("--delta", help="The δ (private group keys).")
 @fraction_option("--rho", help="A zCDP ρ instead of ε.")
@@ -401,7 +416,8 @@ def command(
 
     \b
     Examples:
-      deniable audit --data visits.csv --unit uid --bounds x=0:100 \\
+      deniable audit --data visits.csv --unit uid --max-groups 3 --max-rows 2 \\
+          --bounds x=0:100 \\
           --query "SELECT k, COUNT(*) AS n, SUM(x) AS s FROM visits GROUP BY k" --epsilon 1
       deniable audit --config service.toml --dataset visits \\
           --query "SELECT COUNT(*) AS n FROM visits" --epsilon 0.5 --json
@@ -435,7 +451,10 @@ def command(
             raise click.UsageError(f"the configuration has no dataset {dataset!r}")
         ds = config.datasets[dataset]
         if ds.privacy_unit is None:
-            raise click.UsageError("the dataset has no privacy unit to remove")
+            raise click.UsageError(
+                'the dataset is row-level (privacy_unit = "row"), or has no private table: the '
+                "audit removes one person's rows, so it needs a privacy-unit column"
+            )
         if not isinstance(ds.source, Path):
             raise click.UsageError(
                 f"dataset {dataset!r} lives in PostgreSQL; the audit reads a CSV or Parquet "
@@ -448,9 +467,14 @@ def command(
         public = [(p.name, str(p.source), p.unique_key) for p in ds.public_tables]
     else:
         assert data_path is not None
-        if unit is None:
-            raise click.UsageError("--data needs --unit COL (the privacy unit to remove)")
-        from deniable.cli.query import table_name_of
+        if unit is None or unit == "row":
+            raise click.UsageError(
+                "--data needs --unit COL (the column identifying a person: the audit removes "
+                "one person's rows), with --max-groups and --max-rows"
+            )
+        from deniable.cli.query import table_name_of, table_unit
+
+        table_unit(unit, max_groups, max_rows)
 
         source_path, unit_col, table_name = data_path, unit, table or table_name_of(data_path)
         spec_bounds, spec_keys = parse_bounds(bounds), parse_keys(keys)

@@ -72,7 +72,13 @@ LOCAL_ANALYST = "curator"
 @click.option(
     "--table", default=None, help="--data: the table's name in FROM (default: file stem)."
 )
-@click.option("--unit", default=None, help="--data: the privacy-unit column (one person).")
+@click.option(
+    "--unit",
+    metavar="COLUMN|row",
+    default=None,
+    help="--data, required: the column identifying a person (all their rows are protected "
+    "together; needs --max-groups and --max-rows), or 'row' (each row is its own unit).",
+)
 @click.option(
     "--bounds",
     multiple=True,
@@ -86,13 +92,16 @@ LOCAL_ANALYST = "curator"
     help="--data: the public domain of a group-by column (repeatable).",
 )
 @click.option(
-    "--max-groups", type=click.IntRange(min=1), default=None, help="--data: groups per person."
+    "--max-groups",
+    type=click.IntRange(min=1),
+    default=None,
+    help="--data with --unit COLUMN, required: most groups one person contributes to.",
 )
 @click.option(
     "--max-rows",
     type=click.IntRange(min=1),
     default=None,
-    help="--data: rows per person and group.",
+    help="--data with --unit COLUMN, required: most rows one person contributes to a group.",
 )
 @click.option(
     "--edges",
@@ -175,15 +184,17 @@ def command(
 
     \b
     Examples:
-      deniable query "SELECT COUNT(*) AS n FROM people" --data people.csv --epsilon 0.5
+      deniable query "SELECT COUNT(*) AS n FROM people" --data people.csv --unit row \\
+          --epsilon 0.5
       deniable query "SELECT AVG(age) AS a FROM people" --data people.csv --unit id \\
-          --bounds age=0:100 --epsilon 1 --ledger people.ledger --budget 3
+          --max-groups 1 --max-rows 1 --bounds age=0:100 --epsilon 1 \\
+          --ledger people.ledger --budget 3
       deniable query "SELECT COUNT(*) AS n FROM visits" --config service.toml \\
           --dataset visits --as ann --epsilon 0.1
       deniable query "SELECT degree, COUNT(*) AS n FROM degrees(friends) GROUP BY degree" \\
           --data friends.csv --edges a:b --unit node --max-degree 50 --epsilon 0.5
       deniable query "SELECT COUNT(*) AS n FROM people" --data people.csv --unit id \\
-          --sample-rate 0.1 --population --epsilon 1
+          --max-groups 1 --max-rows 1 --sample-rate 0.1 --population --epsilon 1
     """
     loss = make_loss(epsilon=epsilon, delta=delta, rho=rho, what="the query's loss")
     if (data_path is None) == (config_path is None):
@@ -218,6 +229,9 @@ def command(
         name, answer, ledger_shown = _query_config(config_path, dataset, sql, loss, analyst, level)
     else:
         assert data_path is not None
+        graph = _graph_options(edges, unit, max_degree, bounds, keys, max_groups, max_rows)
+        if graph is None:
+            table_unit(unit, max_groups, max_rows)
         name = dataset or table_name_of(data_path)
         answer, ledger_shown = _query_file(
             data_path,
@@ -235,7 +249,7 @@ def command(
             budget=budget,
             budget_delta=budget_delta,
             level=level,
-            graph=_graph_options(edges, unit, max_degree, bounds, keys, max_groups, max_rows),
+            graph=graph,
             sample_rate=sample_rate,
             population=population,
         )
@@ -243,6 +257,35 @@ def command(
         emit_json(answer_doc(answer, dataset=name, ledger=ledger_shown))
     else:
         _print_answer(answer, dataset=name, ledger=ledger_shown)
+
+
+ROW_UNIT = "row"
+"""``--unit row``: row-level privacy (:data:`deniable.ROW`)."""
+
+
+def table_unit(unit: str | None, max_groups: int | None, max_rows: int | None) -> None:
+    """Check that ``--unit`` is stated, with ``--max-groups``/``--max-rows`` for a column.
+
+    Raises:
+        click.UsageError: ``--unit`` missing, or a unit column without both bounds.
+    """
+    if unit is None:
+        raise click.UsageError(
+            "--data needs --unit: --unit COLUMN names the column that identifies a person "
+            "(all of a person's rows are protected together), --unit row makes each row its "
+            "own unit (only right when no person has two rows). There is no default: the "
+            "choice decides whom the answer protects"
+        )
+    if unit != ROW_UNIT and (max_groups is None or max_rows is None):
+        missing = " and ".join(
+            o for o, v in (("--max-groups", max_groups), ("--max-rows", max_rows)) if v is None
+        )
+        raise click.UsageError(
+            f"--unit {unit} needs {missing}: the most groups one person may contribute to per "
+            "query and the most rows one person may contribute to one group (e.g. "
+            "--max-groups 1 --max-rows 1 when each person has one row); they are public "
+            "choices, never read from the data"
+        )
 
 
 def table_name_of(path: Path) -> str:
@@ -387,10 +430,12 @@ def _query_file(
                     max_degree=graph.max_degree,
                 )
             else:
+                from deniable.query.catalog import ROW
+
                 session.add_table(
                     table,
                     data_path,
-                    privacy_unit=unit,
+                    privacy_unit=ROW if unit == ROW_UNIT else unit,
                     bounds=bounds or None,
                     max_groups=max_groups,
                     max_rows=max_rows,
@@ -494,6 +539,8 @@ def _py(value: object) -> object:
 
 def answer_doc(answer: Answer, *, dataset: str, ledger: str | None) -> dict[str, object]:
     """The JSON document of an answer: values, intervals, charge and budget left."""
+    from deniable.query.answer import interval_coverage, row_policy_line
+
     m = answer.metadata
     frame = answer.to_pandas()
     return {
@@ -514,13 +561,15 @@ def answer_doc(answer: Answer, *, dataset: str, ledger: str | None) -> dict[str,
         "max_groups": m.max_groups,
         "max_rows": m.max_rows,
         "row_policies": list(m.row_policies),
+        "row_policy": row_policy_line(m),
+        "interval_coverage": interval_coverage(m),
         "ledger": ledger,
     }
 
 
 def _print_answer(answer: Answer, *, dataset: str, ledger: str | None) -> None:
     out = console()
-    out.print(answer)  # the table, then "charged …; remaining …; 95% intervals"
+    out.print(answer)  # the table, "charged …; remaining …; 95% intervals: …", "rows: …"
     where = f"ledger {ledger}" if ledger is not None else "not recorded in any ledger"
     out.print(f"[dim]dataset {dataset}; {where}[/]")
     for column, note in answer.metadata.notes.items():

@@ -30,6 +30,13 @@ from sqlglot import exp
 from deniable.accounting.amplification import sampling_rate
 from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
 from deniable.accounting.renyi import ZCDPAccountant, ZCDPFilter
+from deniable.curator.tune import (
+    TuneReport,
+    UtilityAnalysis,
+    contribution_histograms,
+    propose,
+    utility_analysis,
+)
 from deniable.engines.base import Engine, TableBinding
 from deniable.engines.duckdb import DuckDBEngine
 from deniable.errors import InvalidParameter, PrivacyWarning, UnsafeQuery
@@ -39,12 +46,18 @@ from deniable.graph.sql import answer as answer_graph_sql
 from deniable.graph.sql import graph_of
 from deniable.ledger import Charge, Ledger, new_sample_id
 from deniable.noise.source import RandomSource
+from deniable.query.accuracy import AccuracyReport
+from deniable.query.accuracy import accuracy as query_accuracy
+from deniable.query.accuracy import budget_for as query_budget_for
 from deniable.query.answer import Answer, show_loss
 from deniable.query.builder import Query
 from deniable.query.catalog import (
     MAX_PUBLIC_KEYS,
+    ROW,
+    UNIT_CHOICE,
     Column,
     ColumnKind,
+    RowLevel,
     TableInfo,
     kind_of,
     make_policy,
@@ -121,7 +134,8 @@ class Session:
         >>> from deniable.accounting.loss import Epsilon
         >>> d = tempfile.mkdtemp()
         >>> s = Session(budget=Epsilon(epsilon=1), ledger=os.path.join(d, "ledger.db"))
-        >>> _ = s.add_table("t", pd.DataFrame({"x": range(100)}))
+        >>> from deniable import ROW
+        >>> _ = s.add_table("t", pd.DataFrame({"x": range(100)}), privacy_unit=ROW)
         >>> a = s.sql("SELECT COUNT(*) AS n FROM t", epsilon=0.5)
         >>> a.columns
         ['n', 'n_low', 'n_high']
@@ -184,7 +198,7 @@ class Session:
         name: str,
         source: object,
         *,
-        privacy_unit: str | None = None,
+        privacy_unit: str | RowLevel | None = None,
         bounds: Mapping[str, Sequence[float | int | Fraction]] | None = None,
         max_groups: int | None = None,
         max_rows: int | None = None,
@@ -203,12 +217,17 @@ class Session:
                 rows stay in PostgreSQL, the bounded statement runs there (read-only, with
                 a statement timeout, as that role) and only per-group aggregates come back
                 (:mod:`deniable.engines.postgres`; needs the ``postgres`` extra).
-            privacy_unit: the column identifying a person (user-level privacy); None means
-                each row is its own unit.
+            privacy_unit: required: the column identifying a person (user-level privacy: all
+                of a person's rows are protected together; integer, text, date, decimal or
+                UUID, not floating point), or :data:`deniable.ROW` (row-level privacy: each
+                row is its own unit — only right when no person has two rows).
             bounds: clamping range ``(lower, upper)`` of numeric columns that may be summed,
                 averaged or used in quantiles. Must not be derived from the data.
-            max_groups: most groups one person may contribute to per query (default 1).
-            max_rows: most rows one person may contribute to one group (default 1).
+            max_groups: with a privacy-unit column, required: most groups one person may
+                contribute to per query (rows beyond it are dropped at random). With
+                :data:`~deniable.ROW` it is 1 by definition and may be left out.
+            max_rows: with a privacy-unit column, required: most rows one person may
+                contribute to one group. With :data:`~deniable.ROW`, 1 by definition.
             public_keys: declared domains of group-key columns (public; all are output).
             version: the data version for the answer cache (default: a content fingerprint
                 computed in the engine; re-register after changing the data).
@@ -230,11 +249,32 @@ class Session:
             The table's catalog entry (public metadata).
 
         Raises:
-            InvalidParameter: unknown columns, bad bounds, unsupported source, duplicate name,
-                a sampling rate outside (0, 1] or with a ρ-zCDP budget.
+            InvalidParameter: no ``privacy_unit`` stated, a privacy-unit column without
+                ``max_groups``/``max_rows`` or of floating-point type, unknown columns, bad
+                bounds, unsupported source, duplicate name, a sampling rate outside (0, 1] or
+                with a ρ-zCDP budget.
+
+        Examples:
+            >>> import tempfile, os, pandas as pd
+            >>> from deniable.accounting.loss import Epsilon
+            >>> s = Session(budget=Epsilon(epsilon=1),
+            ...             ledger=os.path.join(tempfile.mkdtemp(), "ledger.db"))
+            >>> visits = pd.DataFrame({"patient_id": [1, 1, 2], "cost": [10, 20, 30]})
+            >>> s.add_table("visits", visits)
+            Traceback (most recent call last):
+            ...
+            deniable.errors.InvalidParameter: add_table('visits') needs the privacy unit: ...
+            >>> _ = s.add_table("visits", visits, privacy_unit="patient_id", max_groups=1,
+            ...                 max_rows=2, bounds={"cost": (0, 100)})
+            >>> s.close()
         """
         if not isinstance(name, str) or not name:
             raise InvalidParameter("name must be a non-empty string")
+        if privacy_unit is None:
+            raise InvalidParameter(
+                f"add_table({name!r}) needs the privacy unit: {UNIT_CHOICE}. There is no "
+                "default, because the choice decides whom the answers protect"
+            )
         if any(n.lower() == name.lower() for n in (*self._tables, *self._graphs)):
             raise InvalidParameter(f"a table or graph named {name!r} is already registered")
         rate = None if sample_rate is None else self._sample_rate(sample_rate)
@@ -352,7 +392,7 @@ class Session:
             policy=make_policy(
                 name,
                 columns,
-                privacy_unit=None,
+                privacy_unit=ROW,
                 bounds=None,
                 max_groups=None,
                 max_rows=None,
@@ -448,7 +488,8 @@ class Session:
             >>> d = tempfile.mkdtemp()
             >>> s = Session(budget=Epsilon(epsilon=1), ledger=os.path.join(d, "l.db"))
             >>> frame = pd.DataFrame({"k": ["a", "b"] * 50})
-            >>> _ = s.add_table("t", frame, public_keys={"k": ["a", "b"]})
+            >>> from deniable import ROW
+            >>> _ = s.add_table("t", frame, privacy_unit=ROW, public_keys={"k": ["a", "b"]})
             >>> s.table("t").group_by("k").agg(count().alias("n")).run(epsilon=0.5).columns
             ['k', 'n', 'n_low', 'n_high']
             >>> s.close()
@@ -662,6 +703,155 @@ class Session:
             quantile_grid=quantile_grid,
         )
         return compile_query(query, self._tables, options)
+
+    def accuracy(
+        self, query: str | Query, *, rows: int | None = None, **options: Any
+    ) -> AccuracyReport:
+        """The interval half-width every output would get, before spending anything.
+
+        Reads no data and charges nothing: the query is compiled with ``options`` (as for
+        :meth:`sql`: ``epsilon=``, ``delta=``, ``rho=``, bounds…) and each aggregate's own
+        interval rule is applied to the plan's noise (:mod:`deniable.query.accuracy`).
+        Counts and sums need nothing else; AVG, VARIANCE and STDDEV need ``rows=``, an
+        assumed number of rows per group; quantiles report a rank error in rows.
+        """
+        return query_accuracy(self.plan(query, **options), rows=rows)
+
+    def budget_for(
+        self,
+        query: str | Query,
+        target: Mapping[str, float],
+        *,
+        rows: int | None = None,
+        delta: float | Fraction | None = None,
+        **options: Any,
+    ) -> PrivacyLoss:
+        """The least privacy loss whose intervals meet ``target`` (half-widths per output).
+
+        Returns ``Epsilon(ε)`` (``EpsilonDelta(ε, δ)`` with ``delta=`` for private keys), or
+        ``Rho(ρ)`` on a ρ-zCDP budget; ``options`` as for :meth:`sql` (``level=`` sets the
+        confidence level). Reads no data, charges nothing.
+
+        Raises:
+            InvalidParameter: an unknown output, an output with no interval known in
+                advance (quantiles; AVG without ``rows=``), a target that is not positive.
+        """
+        if "epsilon" in options or "rho" in options:
+            raise InvalidParameter("budget_for finds epsilon (or rho): leave them out")
+        name = "rho" if isinstance(self._budget, Rho) else "epsilon"
+
+        def plan_at(b: Fraction) -> DPPlan:
+            if name == "rho":
+                return self.plan(query, rho=b, delta=delta, **options)
+            return self.plan(query, epsilon=b, delta=delta, **options)
+
+        found = query_budget_for(plan_at, target, rows=rows)
+        if name == "rho":
+            return Rho(rho=found)
+        if delta is not None and delta > 0:
+            return EpsilonDelta(epsilon=found, delta=delta)
+        return Epsilon(epsilon=found)
+
+    def tune(
+        self,
+        table: str,
+        *,
+        epsilon: float | Fraction,
+        group_by: Sequence[str] = (),
+        workload_epsilon: float | Fraction = 1,
+        groups: int = 1,
+        apply: bool = False,
+    ) -> TuneReport:
+        """Measure how much people contribute (DP, charged) and propose contribution bounds.
+
+        Spends ``epsilon`` from this dataset's ledger (pure ε-DP, three contribution
+        histograms: :mod:`deniable.curator.tune`), then ranks every candidate
+        ``(max_groups, max_rows)`` by the expected error per group of a ``COUNT(*) …
+        GROUP BY group_by`` over ``groups`` groups answered at ``workload_epsilon``
+        (post-processing, free). With ``apply=True`` the best candidate becomes the table's
+        policy (:meth:`set_bounds`).
+
+        Raises:
+            InvalidParameter: an unknown table or column, a table without a privacy unit
+                column (a row is one person: nothing to tune).
+            BudgetExceeded: ``epsilon`` does not fit what is left (nothing spent).
+        """
+        info = self._table_info(table)
+        unit = info.policy.privacy_unit
+        if unit is None:
+            raise InvalidParameter(
+                f"table {info.name!r} protects single rows (privacy_unit=ROW): each person "
+                "adds one row, so there are no contribution bounds to tune"
+            )
+        columns = [info.column(g).name for g in group_by]
+        histograms = contribution_histograms(
+            self._engines[info.name],
+            self._bindings[info.name],
+            info.column(unit),
+            columns,
+            ledger=self._ledger,
+            dataset=self._dataset,
+            analyst=self._analyst,
+            epsilon=epsilon,
+            source=self._source,
+        )
+        report = TuneReport(
+            histograms,
+            tuple(propose(histograms, epsilon=workload_epsilon, groups=groups)),
+            Fraction(workload_epsilon),
+            groups,
+        )
+        if apply:
+            self.set_bounds(info.name, max_groups=report.best.max_groups,
+                            max_rows=report.best.max_rows)  # fmt: skip
+        return report
+
+    def utility_analysis(self, table: str, *, group_by: Sequence[str] = ()) -> UtilityAnalysis:
+        """NON-PRIVATE: the exact share of rows each candidate policy would keep.
+
+        For the curator only, who holds the data: it reads the rows exactly, adds no noise,
+        is never charged and never stored as an answer; do not show it to analysts.
+        """
+        info = self._table_info(table)
+        if info.policy.privacy_unit is None:
+            raise InvalidParameter(f"table {info.name!r} protects single rows: nothing to bound")
+        return utility_analysis(
+            self._engines[info.name],
+            self._bindings[info.name],
+            info.column(info.policy.privacy_unit),
+            [info.column(g).name for g in group_by],
+        )
+
+    def set_bounds(self, table: str, *, max_groups: int, max_rows: int) -> TableInfo:
+        """Replace a person-level table's ``max_groups`` and ``max_rows`` (public choices).
+
+        Later queries are bounded by them; what was spent stays spent.
+
+        Raises:
+            InvalidParameter: an unknown table, a row-level table, bounds that are not
+                positive integers.
+        """
+        info = self._table_info(table)
+        if info.policy.privacy_unit is None:
+            raise InvalidParameter(f"table {info.name!r} protects single rows: both bounds are 1")
+        policy = make_policy(
+            info.name,
+            info.columns,
+            privacy_unit=info.policy.privacy_unit,
+            bounds={c: (b.lower, b.upper) for c, b in info.policy.bounds.items()},
+            max_groups=max_groups,
+            max_rows=max_rows,
+            public_keys=info.policy.public_keys,
+        )
+        updated = dataclasses.replace(info, policy=policy)
+        self._tables[info.name] = updated
+        return updated
+
+    def _table_info(self, table: str) -> TableInfo:
+        for name, info in self._tables.items():
+            if name.lower() == str(table).lower() and not info.public:
+                return info
+        raise InvalidParameter(f"no private table named {table!r}; tables: {list(self._tables)}")
 
     def explain(self, query: str, **options: Any) -> str:
         """The DP plan and the generated engine SQL of ``query`` (secrets shown as 0)."""

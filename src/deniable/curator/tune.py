@@ -32,9 +32,11 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 from sqlglot import exp
 
 from deniable.accounting.loss import Epsilon, Number, exact
@@ -46,6 +48,10 @@ from deniable.noise.source import RandomSource
 from deniable.query.catalog import Column
 from deniable.query.rewrite.compile import SOURCE, canonical_unit_expression, render
 from deniable.sqlnames import identifier
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 BINS = 21
 """Bins of the log-scale grid: ``[1, 2), [2, 4), …, [2^19, 2^20), [2^20, ∞)``."""
@@ -320,3 +326,178 @@ def propose(
             out.append(Choice(m, r, kept, bias, noise, math.hypot(bias, noise)))
     out.sort(key=lambda c: (c.error, c.max_groups * c.max_rows))
     return out
+
+
+@dataclass(frozen=True)
+class UtilityAnalysis:
+    """NON-PRIVATE: the exact share of rows each candidate policy keeps (curators only).
+
+    Computed from the data without noise: it must never be shown to an analyst, charged or
+    cached as a release. A curator holds the data already; this tells them, exactly, what
+    a policy would cut.
+
+    Attributes:
+        rows: the table's rows with a privacy unit.
+        kept: ``kept[i, j]``: the expected rows kept by ``max_groups = candidates[i]`` and
+            ``max_rows = candidates[j]`` (each person keeps a uniformly random subset of
+            ``max_groups`` groups, as the bounding does, so a person with ``g`` groups keeps
+            each with probability ``min(1, max_groups/g)``).
+        candidates: the bounds tried, on both axes.
+    """
+
+    rows: int
+    kept: F64
+    candidates: tuple[int, ...]
+
+    non_private: bool = True
+
+    def share(self, max_groups: int, max_rows: int) -> float:
+        """The expected share of rows kept by one candidate."""
+        i, j = self.candidates.index(max_groups), self.candidates.index(max_rows)
+        return float(self.kept[i, j]) / self.rows if self.rows else 1.0
+
+
+def utility_analysis(
+    engine: Engine,
+    binding: TableBinding,
+    unit: Column,
+    groups: Sequence[str],
+    candidates: Sequence[int] = CANDIDATES,
+) -> UtilityAnalysis:
+    """NON-PRIVATE exact analysis: expected rows kept by each ``(max_groups, max_rows)``.
+
+    One statement in the engine (per person and group ``min(n, r)`` for every candidate
+    ``r``, then per person the share of groups kept for every candidate ``m``); only the
+    ``len(candidates)²`` totals come back. No privacy: it reads the data exactly, so it is
+    for the curator alone, never charged and never stored as an answer.
+
+    Raises:
+        InvalidParameter: a candidate that is not a positive integer.
+    """
+    cands = tuple(candidates)
+    if not cands or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in cands):
+        raise InvalidParameter("candidates must be positive integers")
+    caps = engine.capabilities
+    u = canonical_unit_expression(unit, caps)
+    source = exp.TableAlias(this=exp.to_identifier(SOURCE))
+    keys = [exp.Column(this=identifier(g), table=exp.to_identifier(SOURCE)) for g in groups]
+    per_pair = (
+        exp.select(
+            exp.alias_(u, "__u"),
+            *(exp.alias_(k, f"__g{i}") for i, k in enumerate(keys)),
+            exp.alias_(exp.Count(this=exp.Star()), "__n"),
+        )
+        .from_(exp.Table(this=identifier(binding.name), alias=source))
+        .where(
+            exp.Is(
+                this=exp.Column(this=identifier(unit.name), table=exp.to_identifier(SOURCE)),
+                expression=exp.Not(this=exp.Null()),
+            )
+        )
+        .group_by(exp.column("__u"), *(exp.column(f"__g{i}") for i in range(len(keys))))
+    )
+
+    def least(r: int) -> exp.Expression:
+        return exp.Least(this=exp.column("__n"), expressions=[exp.Literal.number(r)])
+
+    per_person = exp.select(
+        exp.alias_(exp.Count(this=exp.Star()), "__g"),
+        exp.alias_(exp.Sum(this=exp.column("__n")), "__rows"),
+        *(exp.alias_(exp.Sum(this=least(r)), f"__s{j}") for j, r in enumerate(cands)),
+    ).from_(exp.Subquery(this=per_pair, alias=exp.TableAlias(this=exp.to_identifier("__pp"))))
+    per_person = per_person.group_by(exp.column("__u"))
+    double = exp.DataType.build("DOUBLE")
+    totals: list[exp.Expr] = [
+        exp.alias_(exp.Cast(this=exp.Sum(this=exp.column("__rows")), to=double), "rows")
+    ]
+    for i, m in enumerate(cands):
+        share = exp.Least(
+            this=exp.Literal.number(1),
+            expressions=[
+                exp.Div(
+                    this=exp.Cast(this=exp.Literal.number(m), to=double),
+                    expression=exp.column("__g"),
+                )
+            ],
+        )
+        for j in range(len(cands)):
+            rows_kept = exp.Mul(this=share.copy(), expression=exp.column(f"__s{j}"))
+            totals.append(
+                exp.alias_(exp.Cast(this=exp.Sum(this=rows_kept), to=double), f"k{i}_{j}")
+            )
+    statement = exp.select(*totals).from_(
+        exp.Subquery(this=per_person, alias=exp.TableAlias(this=exp.to_identifier("__per")))
+    )
+    sql = render(statement, caps.dialect)
+    engine.check(binding, sql)
+    result = engine.run(binding, sql)
+    row = {name: result.column(name)[0].as_py() for name in result.column_names}
+    kept = np.array(
+        [[row[f"k{i}_{j}"] or 0.0 for j in range(len(cands))] for i in range(len(cands))],
+        dtype=np.float64,
+    )
+    return UtilityAnalysis(int(row["rows"] or 0), kept, cands)
+
+
+@dataclass(frozen=True)
+class TuneReport:
+    """What :meth:`deniable.curator.session.Session.tune` measured and proposes.
+
+    Attributes:
+        histograms: the released contribution histograms (charged).
+        choices: every candidate policy with its expected error, best first (free).
+        workload_epsilon: the ε the workload's error was computed at.
+        groups: the workload's number of groups.
+    """
+
+    histograms: ContributionHistograms
+    choices: tuple[Choice, ...]
+    workload_epsilon: Fraction
+    groups: int
+
+    @property
+    def best(self) -> Choice:
+        """The candidate with the least expected error."""
+        return self.choices[0]
+
+    def to_pandas(self, top: int = 10) -> pd.DataFrame:
+        """The ``top`` candidates as a table (expected error per group, in rows)."""
+        return pd.DataFrame(
+            [
+                {
+                    "max_groups": c.max_groups,
+                    "max_rows": c.max_rows,
+                    "rows kept": round(c.kept, 4),
+                    "bias": round(c.bias, 2),
+                    "noise sd": round(c.noise, 2),
+                    "expected error": round(c.error, 2),
+                }
+                for c in self.choices[:top]
+            ]
+        )
+
+    def plot(self, ax: Axes | None = None) -> Figure:
+        """Expected error per group against ``max_groups × max_rows`` (best marked)."""
+        import matplotlib.pyplot as plt
+
+        if ax is None:
+            _, ax = plt.subplots(figsize=(6.4, 4))
+        fig = ax.get_figure(root=True)
+        assert fig is not None
+        per_product: dict[int, float] = {}
+        for c in self.choices:
+            product = c.max_groups * c.max_rows
+            per_product[product] = min(per_product.get(product, math.inf), c.error)
+        xs = sorted(per_product)
+        ax.plot(xs, [per_product[x] for x in xs], marker="o", ms=3)
+        best = self.best
+        ax.scatter([best.max_groups * best.max_rows], [best.error], color="C3", zorder=3)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("max_groups × max_rows (most rows one person adds)")
+        ax.set_ylabel("expected error per group (rows)")
+        ax.set_title(
+            f"best: max_groups = {best.max_groups}, max_rows = {best.max_rows} "
+            f"(workload ε = {float(self.workload_epsilon):g}, {self.groups} groups)"
+        )
+        return fig

@@ -101,7 +101,9 @@ class SparkEngine:
     Examples:
         >>> engine = SparkEngine(spark)  # doctest: +SKIP
         >>> s = Session(budget=Epsilon(epsilon=1), ledger="l.db", engine=engine)  # doctest: +SKIP
-        >>> s.add_table("events", "s3a://bucket/events/", privacy_unit="uid")  # doctest: +SKIP
+        >>> s.add_table(
+        ...     "events", "s3a://bucket/events/", privacy_unit="uid", max_groups=1, max_rows=1
+        ... )  # doctest: +SKIP
     """
 
     capabilities: ClassVar[Capabilities] = SPARK_CAPABILITIES

@@ -77,8 +77,9 @@ def accuracy_curve(
     """Return the interval half-width of ``mechanism`` at each budget; no data, no budget spent.
 
     The half-width ``h`` is the one a release reports (:meth:`Release.half_width`): the
-    interval ``[value − h, value + h]`` covers the true value with probability ≥ ``level``,
-    exactly from the noise law (not a normal approximation).
+    interval ``[value − h, value + h]`` covers the value before noise — the value after
+    bounding, not the unbounded statistic: noise only — with probability ≥ ``level``, exactly
+    from the noise law (not a normal approximation).
 
     Args:
         budgets: ε for ``geometric``/``laplace``, ρ for ``discrete_gaussian``/``gaussian``.

@@ -264,8 +264,9 @@ def accuracy_figure(curve: AccuracyCurve) -> Figure:
     ax.legend(fontsize=8)
     _caption(
         fig,
-        f"More budget, narrower intervals: the true value is within ± this of the answer\n"
-        f"with probability ≥ {curve.level:.0%}. Computed without reading data or spending budget.",
+        f"More budget, narrower intervals: noise only — the value after bounding is within ±\n"
+        f"this of the answer with probability ≥ {curve.level:.0%}. Computed without reading "
+        "data or spending budget.",
         bottom=0.17,
     )
     return fig
@@ -303,7 +304,8 @@ def answer_figure(
     fig.subplots_adjust(left=0.25 if len(data.labels[0]) > 6 else 0.15, right=0.97,
                         top=1 - 0.45 / (height + 0.6), bottom=0.9 / (height + 0.6),
                         wspace=0.15)  # fmt: skip
-    fig.text(0.5, 0.01, caption or "Bars: the interval that contains the true value.",
+    fig.text(0.5, 0.01, caption or "Bars: intervals of the noise only — each covers the "
+             "value after bounding (contribution caps, clamping), not the unbounded one.",
              ha="center", va="bottom", fontsize=8, color=_GREY)  # fmt: skip
     return fig
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -145,6 +146,80 @@ class AnswerMetadata:
             "row_policies": list(self.row_policies),
             "population": self.population,
         }
+
+
+_CLAMP = re.compile(r"^(?P<name>.+): values clamped to (?P<range>\[[^\]]*\]) before aggregation$")
+"""A clamping rule as :func:`deniable.query.execute.row_policies` states it."""
+
+
+def row_policy_line(meta: AnswerMetadata) -> str:
+    """The row policies that applied, in one line a person can read.
+
+    Built from the metadata only (public): the privacy unit and the contribution bounds in
+    effect, then each clamping range with the outputs it applied to, e.g. ``per patient_id: at
+    most 3 groups, 23 rows per group; total clamped to [0, 5000]``. The full list is
+    :attr:`AnswerMetadata.row_policies`.
+
+    Examples:
+        >>> from deniable.accounting.loss import Epsilon
+        >>> m = AnswerMetadata(query="q", loss=Epsilon(epsilon=1), cost=Epsilon(epsilon=1),
+        ...     remaining=Epsilon(epsilon=0), level=0.95, bounds={"total": (0.0, 5000.0)},
+        ...     max_groups=3, max_rows=23, privacy_unit="patient_id", mechanisms={})
+        >>> row_policy_line(m)
+        'per patient_id: at most 3 groups, 23 rows per group; total clamped to [0, 5000]'
+    """
+    unit = meta.privacy_unit
+
+    def many(n: int, word: str) -> str:
+        return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+    if unit is None:
+        head = "row-level: each row is its own unit (1 group, 1 row)"
+    elif unit.startswith("node ("):  # a graph answer (deniable.graph.queries.unit_text)
+        head = f"per {unit}: at most {many(meta.max_rows, 'edge')} (degree bound)"
+    elif unit.startswith("edge ("):
+        head = f"per {unit}: each edge is its own unit"
+    else:
+        head = (
+            f"per {unit}: at most {many(meta.max_groups, 'group')}, "
+            f"{many(meta.max_rows, 'row')} per group"
+        )
+    clamps: dict[str, list[str]] = {}
+    for rule in meta.row_policies:
+        hit = _CLAMP.match(rule)
+        if hit is not None:
+            clamps.setdefault(hit["range"], []).append(hit["name"])
+    if not clamps:
+        for name, (lo, hi) in meta.bounds.items():
+            clamps.setdefault(f"[{lo:g}, {hi:g}]", []).append(name)
+    parts = [head]
+    parts += [
+        f"{', '.join(dict.fromkeys(names))} clamped to {rng}" for rng, names in clamps.items()
+    ]
+    return "; ".join(parts)
+
+
+def interval_coverage(meta: AnswerMetadata) -> str:
+    """What the answer's intervals cover, in words (they account for the noise only).
+
+    An interval covers the value computed *after* bounding (contribution caps and clamping),
+    not the unbounded statistic; with a sample it covers the sample's value, or with
+    population estimates the population's bounded value, sampling error included.
+
+    Examples:
+        >>> from deniable.accounting.loss import Epsilon
+        >>> m = AnswerMetadata(query="q", loss=Epsilon(epsilon=1), cost=Epsilon(epsilon=1),
+        ...     remaining=Epsilon(epsilon=0), level=0.95, bounds={}, max_groups=1,
+        ...     max_rows=1, privacy_unit=None, mechanisms={})
+        >>> interval_coverage(m)
+        '95% intervals: noise only — covers the value after bounding'
+    """
+    pct = f"{meta.level:.0%} intervals"
+    if meta.population:
+        return f"{pct}: noise and sampling error — covers the population's value after bounding"
+    if meta.sample_rate is not None:
+        return f"{pct}: noise only — covers the sample's value after bounding"
+    return f"{pct}: noise only — covers the value after bounding"
 
 
 class Answer:
@@ -287,11 +362,16 @@ class Answer:
             )
             if m.population:
                 paid += "; population estimates (sampling error in the intervals)"
-        return f"{paid}; remaining {show_loss(m.remaining)}; {m.level:.0%} intervals"
+        return f"{paid}; remaining {show_loss(m.remaining)}; {interval_coverage(m)}"
+
+    @property
+    def row_policy(self) -> str:
+        """The row policies that applied, in one line (:func:`row_policy_line`)."""
+        return row_policy_line(self.metadata)
 
     def __repr__(self) -> str:
         with pd.option_context("display.width", 120, "display.max_columns", 20):
-            return f"{self._frame!r}\n[{self.summary()}]"
+            return f"{self._frame!r}\n[{self.summary()}]\n[rows: {self.row_policy}]"
 
     def _repr_html_(self) -> str:
         shown = self._frame.copy()
@@ -299,7 +379,10 @@ class Answer:
             if _numeric(shown[c]):
                 shown[c] = [format_number(v, grouping=False) for v in shown[c]]
         html = shown.to_html(index=False, na_rep="NULL")
-        return f"{html}<p><small>{html_escape(self.summary())}</small></p>"
+        return (
+            f"{html}<p><small>{html_escape(self.summary())}<br>"
+            f"rows: {html_escape(self.row_policy)}</small></p>"
+        )
 
     def plot(self, *, max_rows: int = 60) -> Figure:
         """The answer's values with their confidence intervals as error bars (a Figure).
@@ -338,6 +421,7 @@ class Answer:
             table.add_row(*(_cell(v) for v in row))
         yield table
         yield Text(self.summary(), style="dim")
+        yield Text(f"rows: {self.row_policy}", style="dim")
 
 
 def _numeric(series: pd.Series) -> bool:

@@ -26,7 +26,9 @@ One file names everything the curator decides before any analyst asks a question
     engine = "postgresql"
     source = "postgresql://deniable_reader@db.internal:5432/shop"   # password: ~/.pgpass
     table = "analytics.events"            # analysts write FROM events
-    privacy_unit = "user_id"
+    privacy_unit = "user_id"               # or "row": each row is its own unit
+    max_groups = 5                        # required with a unit column
+    max_rows = 10
     budget = { epsilon = 1.0 }
 
     [[datasets.students.public_tables]]
@@ -166,10 +168,14 @@ class DatasetConfig:
         table: the name analysts use in ``FROM`` (default: the dataset's name); for
             PostgreSQL the last part of :attr:`source_table`; unused without a private
             table (:attr:`has_table`).
-        privacy_unit: the column identifying a person, or None for row-level privacy.
+        privacy_unit: the column identifying a person, or None for row-level privacy
+            (stated in the file as ``privacy_unit = "row"``; required with a private table:
+            there is no default) or for a graph-only dataset.
         bounds: declared clamping ranges of numeric columns (public choices).
-        max_groups: groups one person may contribute to per query (None: the default, 1).
-        max_rows: rows one person may contribute to one group (None: the default, 1).
+        max_groups: groups one person may contribute to per query (required with a unit
+            column; None with row-level privacy, where it is 1).
+        max_rows: rows one person may contribute to one group (required with a unit
+            column; None with row-level privacy, where it is 1).
         public_keys: declared domains of group-key columns (public).
         public_tables: lookup tables the private table may join.
         budget: the dataset's one total cap, shared by every analyst.
@@ -286,7 +292,8 @@ def load_config(path: str | os.PathLike[str]) -> ServiceConfig:
         >>> d = pathlib.Path(tempfile.mkdtemp())
         >>> _ = (d / "t.csv").write_text("x\n1\n")
         >>> _ = (d / "c.toml").write_text(
-        ...     'ledger = "l.db"\n[datasets.t]\nsource = "t.csv"\nbudget = {epsilon = 1}\n')
+        ...     'ledger = "l.db"\n[datasets.t]\nsource = "t.csv"\nprivacy_unit = "row"\n'
+        ...     'budget = {epsilon = 1}\n')
         >>> cfg = load_config(d / "c.toml")
         >>> cfg.datasets["t"].budget
         Epsilon(epsilon=1)
@@ -373,6 +380,47 @@ def parse_config(
 # -- sections ----------------------------------------------------------------------------------
 
 
+ROW_UNIT = "row"
+"""``privacy_unit = "row"``: row-level privacy, each row its own unit (:data:`deniable.ROW`)."""
+
+
+def _privacy_unit(raw: Mapping[str, object], where: str) -> str | None:
+    """The private table's stated privacy unit: a column, or None for ``"row"``.
+
+    Raises:
+        ConfigError: the unit is not stated, or a unit column comes without ``max_groups``
+            and ``max_rows`` (nothing that changes what a query computes is left implicit).
+    """
+    if "privacy_unit" not in raw:
+        raise ConfigError(
+            f'{where}.privacy_unit is missing: write privacy_unit = "patient_id" (the column '
+            "that identifies a person: all of a person's rows are protected together) or "
+            'privacy_unit = "row" (each row is its own unit: only right when no person has '
+            "two rows); there is no default, because the choice decides whom answers protect"
+        )
+    unit = raw["privacy_unit"]
+    _name(unit, f"{where}.privacy_unit")
+    assert isinstance(unit, str)
+    if unit == ROW_UNIT:
+        extra = [k for k in ("max_groups", "max_rows") if raw.get(k, 1) != 1]
+        if extra:
+            raise ConfigError(
+                f'{where}.{extra[0]}: with privacy_unit = "row" each row is its own unit and '
+                f"contributes one row to one group; remove {extra[0]} or name the column that "
+                "identifies a person"
+            )
+        return None
+    missing = [k for k in ("max_groups", "max_rows") if k not in raw]
+    if missing:
+        raise ConfigError(
+            f"{where}: privacy_unit = {unit!r} needs {' and '.join(missing)}: the most groups "
+            "one person may contribute to per query and the most rows one person may "
+            "contribute to one group (e.g. max_groups = 1 and max_rows = 1 when each person "
+            "has one row); they are public choices, never read from the data"
+        )
+    return unit
+
+
 _TABLE_KEYS = (
     "table",
     "privacy_unit",
@@ -436,8 +484,8 @@ def _dataset(name: str, raw: Mapping[str, object], base: Path) -> DatasetConfig:
     else:
         source = _path(raw["source"], f"{where}.source", base, must_exist=True)
     unit = raw.get("privacy_unit")
-    if unit is not None:
-        _name(unit, f"{where}.privacy_unit")
+    if source is not None and not graph_only_pg:
+        unit = _privacy_unit(raw, where)
     bounds: dict[str, tuple[Fraction, Fraction]] = {}
     for col, pair in _table(raw.get("bounds"), f"{where}.bounds").items():
         key = f"{where}.bounds.{col}"

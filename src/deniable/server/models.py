@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
 from deniable.errors import InvalidParameter
 from deniable.query import builder as b
-from deniable.query.answer import Answer, show_loss
+from deniable.query.answer import Answer, interval_coverage, row_policy_line, show_loss
 from deniable.server.service import BudgetView, GraphMetadata
 
 Scalar = int | float | str | bool | None
@@ -366,6 +366,13 @@ class QueryResponse(_Model):
     max_rows: int
     partition_selection: str | None
     row_policies: list[str]
+    row_policy: str = Field(
+        description="the row policies that applied, in one line (privacy unit, contribution "
+        "bounds, clamping ranges)"
+    )
+    interval_coverage: str = Field(
+        description="what the intervals cover: the noise only, around the value after bounding"
+    )
 
     @classmethod
     def of(cls, dataset: str, answer: Answer) -> QueryResponse:
@@ -402,6 +409,8 @@ class QueryResponse(_Model):
             max_rows=m.max_rows,
             partition_selection=m.partition_selection,
             row_policies=list(m.row_policies),
+            row_policy=row_policy_line(m),
+            interval_coverage=interval_coverage(m),
         )
 
 

@@ -57,7 +57,7 @@ from deniable.ledger.analysts import AnalystInfo, Principal
 from deniable.noise.source import RandomSource
 from deniable.query.answer import Answer
 from deniable.query.builder import Query
-from deniable.query.catalog import TableInfo
+from deniable.query.catalog import ROW, TableInfo
 from deniable.query.execute import replay, replay_key
 from deniable.query.program import QueryProgram
 from deniable.server.config import ConfigError, DatasetConfig, ServiceConfig
@@ -247,7 +247,7 @@ class Service:
                     ds.table,
                     str(ds.source),
                     table=ds.source_table,
-                    privacy_unit=ds.privacy_unit,
+                    privacy_unit=ROW if ds.privacy_unit is None else ds.privacy_unit,
                     bounds=dict(ds.bounds) or None,
                     max_groups=ds.max_groups,
                     max_rows=ds.max_rows,

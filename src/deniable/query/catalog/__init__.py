@@ -6,6 +6,11 @@ contribution bounds, public group keys) and a data version used by the answer ca
 refusal of a query is decided from this metadata and the query text, before any row is read,
 so a query can never fail on one dataset and succeed on a neighbouring one.
 
+The privacy unit is always stated by the curator — a column, or :data:`ROW` for row-level
+privacy — and a unit column comes with its contribution bounds (``max_groups``,
+``max_rows``): nothing that changes what a query computes is a silent default. A binary
+floating-point column cannot be a unit (rounding would make one person two).
+
 Privacy units have one canonical form (:func:`canonical_unit`, mirrored in the engine SQL by
 :func:`deniable.query.rewrite.compile.canonical_unit_sql`): integer columns compare as
 integers (the same as comparing their decimal text), text columns as their Unicode NFC
@@ -26,7 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from sqlglot.expressions import Expression
@@ -41,6 +46,39 @@ MAX_ROWS = 2**20
 
 MAX_PUBLIC_KEYS = 100_000
 """Most values one column's public key domain may list."""
+
+
+class RowLevel(enum.Enum):
+    """The type of :data:`ROW`, the explicit declaration of row-level privacy."""
+
+    ROW = "row"
+
+    def __repr__(self) -> str:
+        return "ROW"
+
+
+ROW: Final = RowLevel.ROW
+"""Row-level privacy, stated: ``add_table(..., privacy_unit=ROW)``.
+
+Neighbouring datasets then differ in one row, so the guarantee protects one row — a person
+with ``k`` rows is protected only as ``k`` rows are (group privacy: about ``k·ε``). Declare
+a privacy-unit column instead whenever one person can have several rows. Exported as
+``deniable.ROW``.
+"""
+
+UNIT_CHOICE = (
+    "privacy_unit='patient_id' (the column that identifies a person: all of a person's rows "
+    "are protected together) or privacy_unit=deniable.ROW (each row is its own unit: only "
+    "right when no person has two rows)"
+)
+"""How to state the privacy unit, for error messages (Python spelling)."""
+
+BOUNDS_CHOICE = (
+    "declare max_groups (most groups one person may contribute to per query) and max_rows "
+    "(most rows one person may contribute to one group), e.g. max_groups=1, max_rows=1 when "
+    "each person has one row; they are public choices, never read from the data"
+)
+"""How to state contribution bounds, for error messages (Python spelling)."""
 
 
 class ColumnKind(enum.Enum):
@@ -171,7 +209,7 @@ class TablePolicy:
 
     Attributes:
         privacy_unit: the column identifying a person (user-level privacy), or None for
-            row-level privacy (each row is its own unit).
+            row-level privacy (each row is its own unit; stated as :data:`ROW`).
         bounds: clamping range of each numeric column that may be summed or averaged.
         max_groups: most partitions (groups) one privacy unit may contribute to per query.
         max_rows: most rows one privacy unit may contribute to one partition.
@@ -243,7 +281,7 @@ def make_policy(
     table: str,
     columns: Iterable[Column],
     *,
-    privacy_unit: str | None,
+    privacy_unit: str | RowLevel | None,
     bounds: Mapping[str, object] | None,
     max_groups: int | None,
     max_rows: int | None,
@@ -251,20 +289,42 @@ def make_policy(
 ) -> TablePolicy:
     """Validate the curator's declarations against the schema and build a :class:`TablePolicy`.
 
-    Defaults: with a privacy unit, ``max_groups = max_rows = 1`` (the safest, least accurate
-    choice; declare larger ones if people have several rows); without one each row is its own
-    unit and both are 1 by definition.
+    Nothing that changes what a query computes is chosen silently: with a privacy-unit
+    column the curator states ``max_groups`` and ``max_rows``; with :data:`ROW` (or None,
+    which internal callers such as public tables use) each row is its own unit and both are
+    1 by definition. The unit column must not be a binary floating-point column (its values
+    do not identify people reliably: ``0.1 + 0.2`` is not ``0.3``); integers, text, dates,
+    decimals and UUIDs are fine.
 
     Raises:
-        InvalidParameter: unknown columns, bounds on non-numeric columns, a privacy unit that
-            is also declared public, or malformed values.
+        InvalidParameter: unknown columns, a floating-point unit column, a unit column
+            without ``max_groups``/``max_rows``, bounds on non-numeric columns, a privacy
+            unit that is also declared public, or malformed values.
+
+    Examples:
+        >>> cols = [Column("pid", "BIGINT", ColumnKind.INTEGER)]
+        >>> p = make_policy("t", cols, privacy_unit="pid", bounds=None, max_groups=2,
+        ...                 max_rows=3, public_keys=None)
+        >>> p.privacy_unit, p.max_groups, p.max_rows
+        ('pid', 2, 3)
+        >>> make_policy("t", cols, privacy_unit=ROW, bounds=None, max_groups=None,
+        ...             max_rows=None, public_keys=None).privacy_unit is None
+        True
     """
     info = TableInfo(table, tuple(columns), TablePolicy(None, {}, 1, 1, {}), "")
     unit: str | None = None
-    if privacy_unit is not None:
+    if privacy_unit is not None and privacy_unit is not ROW:
         if not isinstance(privacy_unit, str):
-            raise InvalidParameter("privacy_unit must be a column name or None")
-        unit = info.column(privacy_unit).name
+            raise InvalidParameter(f"privacy_unit must be a column name or ROW: {UNIT_CHOICE}")
+        col = info.column(privacy_unit)
+        if _binary_float(col.sql_type):
+            raise InvalidParameter(
+                f"the privacy unit {col.name!r} of table {table!r} is a floating-point column "
+                f"({col.sql_type}): floats do not identify people reliably (rounding makes one "
+                "person two, or two people one); use an integer, text, date, decimal or UUID "
+                "column, e.g. CAST the identifier to BIGINT or VARCHAR before registering"
+            )
+        unit = col.name
     out_bounds: dict[str, Bounds] = {}
     for col_name, pair in (bounds or {}).items():
         col = info.column(col_name)
@@ -297,8 +357,15 @@ def make_policy(
             )
         m, r = 1, 1
     else:
-        m = 1 if max_groups is None else _positive_int(max_groups, "max_groups")
-        r = 1 if max_rows is None else _positive_int(max_rows, "max_rows")
+        if max_groups is None or max_rows is None:
+            missing = " and ".join(
+                n for n, v in (("max_groups", max_groups), ("max_rows", max_rows)) if v is None
+            )
+            raise InvalidParameter(
+                f"table {table!r} has privacy unit {unit!r} but no {missing}: {BOUNDS_CHOICE}"
+            )
+        m = _positive_int(max_groups, "max_groups")
+        r = _positive_int(max_rows, "max_rows")
         if r > MAX_ROWS:
             raise InvalidParameter(f"max_rows must be at most {MAX_ROWS}")
     return TablePolicy(
@@ -308,6 +375,12 @@ def make_policy(
         max_rows=r,
         public_keys=MappingProxyType(keys),
     )
+
+
+def _binary_float(sql_type: str) -> bool:
+    """Whether an engine type is binary floating point (FLOAT, DOUBLE, REAL; not DECIMAL)."""
+    base = sql_type.strip().upper().split("(", 1)[0].strip()
+    return base in _REAL_TYPES or base == "DOUBLE PRECISION"
 
 
 def integer_bounds(b: Bounds, column: str) -> Bounds:

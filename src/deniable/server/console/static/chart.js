@@ -26,7 +26,7 @@ export function errorChart({ title, rows, level }) {
   const shown = rows.filter((r) => Number.isFinite(r.value));
   const figure = h("figure", { class: "chart" });
   const captionId = uid("chart-title");
-  figure.append(h("figcaption", { id: captionId }, `${title}: noisy values with ${pct} intervals`));
+  figure.append(h("figcaption", { id: captionId }, `${title}: noisy values with ${pct} intervals (noise only — each covers the value after bounding)`));
   if (shown.length === 0) {
     figure.append(h("p", { class: "muted" }, "No numeric values to draw."));
     return figure;

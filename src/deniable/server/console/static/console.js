@@ -273,6 +273,7 @@ function showAnswer(res) {
     res.cached ? "An identical earlier query of yours: nothing was charged." : `Release #${res.charge_id ?? "?"}.`,
     ` Remaining: ${res.remaining.text}.`,
   );
+  const policy = h("p", { class: "small row-policy", id: "row-policy" }, `Rows: ${res.row_policy}`);
 
   const head = h(
     "tr",
@@ -307,7 +308,7 @@ function showAnswer(res) {
     h(
       "table",
       { class: "grid result-table", id: "result-table" },
-      h("caption", {}, `${nrows} row(s); intervals hold the true value with probability at least ${pct}`),
+      h("caption", {}, `${nrows} row(s); ${res.interval_coverage} (probability at least ${pct})`),
       h("thead", {}, head),
       h("tbody", {}, body),
     ),
@@ -350,7 +351,7 @@ function showAnswer(res) {
 
   const answer = byId("answer");
   const empty = nrows === 0 ? h("p", { class: "muted" }, "No rows were released (no group passed the selection of private group keys).") : null;
-  fill(answer, summary, table, empty, h("div", { class: "charts", id: "charts" }, charts), how);
+  fill(answer, summary, policy, table, empty, h("div", { class: "charts", id: "charts" }, charts), how);
   answer.hidden = false;
 }
 
