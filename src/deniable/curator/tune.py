@@ -278,8 +278,26 @@ class Choice:
     error: float
 
 
-def _kept_share(counts: I64, cap: int) -> float:
-    people = np.maximum(counts, 0).astype(np.float64)
+NOISE_FLOOR = 1 - 0.05 / BINS
+"""Bins whose noisy count is within the noise's half-width at this level count as empty
+(so an empty bin survives in a histogram with probability at most 5%)."""
+
+
+def _denoised(histograms: ContributionHistograms, kind: str) -> F64:
+    """A histogram with its noise-only bins set to 0 (post-processing).
+
+    An empty bin is noise alone; at the top of the log grid a bin stands for up to 2^20
+    rows a person, so a few noisy people there would dominate every estimate. Counts within
+    the noise's half-width at :data:`NOISE_FLOOR` (public: the mechanism's law) are taken
+    as 0.
+    """
+    release = histograms.releases[kind]
+    floor = release.half_width(NOISE_FLOOR)
+    counts = histograms.counts[kind].astype(np.float64)
+    return np.where(counts > floor, counts, 0.0)
+
+
+def _kept_share(people: F64, cap: int) -> float:
     reps = np.array([representative(i) for i in range(BINS)])
     total = float((people * reps).sum())
     if total <= 0:
@@ -301,8 +319,9 @@ def propose(
     the share ``Σ min(g, m)/Σ g`` of the rows, weighted by the ``groups`` histogram;
     ``max_rows = r`` then keeps ``Σ min(t, r)/Σ t`` of those, from the ``rows_per_group``
     histogram (each person's fullest group: conservative); bins stand for their geometric
-    midpoints. The rows lost are spread over the ``groups`` groups; the noise is the
-    discrete Laplace's standard deviation at sensitivity ``m·r``. Post-processing: free.
+    midpoints, and bins within the noise's half-width count as empty (:func:`_denoised`).
+    The rows lost are spread over the ``groups`` groups; the noise is the discrete
+    Laplace's standard deviation at sensitivity ``m·r``. Post-processing: free.
 
     Raises:
         InvalidParameter: ε not positive, ``groups`` not a positive integer.
@@ -312,14 +331,15 @@ def propose(
         raise InvalidParameter("epsilon must be > 0 (the budget of the workload)")
     if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
         raise InvalidParameter("groups must be a positive integer (groups of the workload)")
-    rows_total = float(
-        (np.maximum(histograms.counts["rows"], 0) * [representative(i) for i in range(BINS)]).sum()
-    )
+    reps = np.array([representative(i) for i in range(BINS)])
+    rows_total = float((_denoised(histograms, "rows") * reps).sum())
+    per_group = _denoised(histograms, "groups")
+    per_top = _denoised(histograms, "rows_per_group")
     out = []
     for m in CANDIDATES:
-        by_groups = _kept_share(histograms.counts["groups"], m)
+        by_groups = _kept_share(per_group, m)
         for r in CANDIDATES:
-            kept = by_groups * _kept_share(histograms.counts["rows_per_group"], r)
+            kept = by_groups * _kept_share(per_top, r)
             bias = rows_total * (1.0 - kept) / groups
             scale = m * r / float(eps)
             noise = math.sqrt(2.0) * scale  # the discrete Laplace's sd is ≤ √2·scale
