@@ -15,6 +15,7 @@ from deniable.curator.session import Session
 from deniable.curator.tune import (
     BINS,
     KINDS,
+    bin_of,
     contribution_histograms,
     exact_histograms,
     propose,
@@ -34,7 +35,7 @@ UNION ALL SELECT NULL, 'g1', 1 FROM range(5)
 
 
 def _bin(v: int) -> int:
-    return min(v.bit_length() - 1, BINS - 1)
+    return bin_of(v)
 
 
 def _session(tmp_path: Path, budget: Fraction = Fraction(10)) -> Session:
@@ -65,6 +66,7 @@ def test_exact_histograms_equal_a_python_reference(tmp_path: Path) -> None:
         want[2, _bin(max(counts))] += 1
     assert got.tolist() == want.tolist()
     assert got[0, BINS - 1] == 1  # 2^20 rows: the open last bin, by integer comparison
+    assert [bin_of(v) for v in (1, 7, 8, 9, 10, 2**20 - 1)] == [0, 6, 7, 7, 8, BINS - 2]
     assert got.sum(axis=1).tolist() == [41, 41, 41]  # the NULL unit's rows belong to no one
 
 

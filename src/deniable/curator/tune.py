@@ -9,8 +9,9 @@ a bias-variance trade-off", ICML 2019: choose the bound from a DP histogram of t
 contributions).
 
 What is released, for a table with privacy unit ``u`` and grouping columns ``G``: three
-histograms over a public log-scale grid of :data:`BINS` bins (bin ``i`` holds the values in
-``[2^i, 2^(i+1))``, the last bin every value ``≥ 2^(BINS−1)``):
+histograms over a public log-scale grid of :data:`BINS` bins (:data:`EDGES`: one bin per
+value from 1 to 7, then four bins per octave — ``[8, 10), [10, 12), [12, 14), [14, 16),
+[16, 20), …`` — up to ``2^20``, the last bin every value ``≥ 2^20``):
 
 * ``rows``: each person's number of rows;
 * ``groups``: each person's number of distinct groups (values of ``G``);
@@ -53,8 +54,20 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-BINS = 21
-"""Bins of the log-scale grid: ``[1, 2), [2, 4), …, [2^19, 2^20), [2^20, ∞)``."""
+
+def _edges() -> tuple[int, ...]:
+    low = list(range(1, 8))
+    for k in range(3, 20):
+        low += [(1 << k) + q * (1 << (k - 2)) for q in range(4)]
+    return (*low, 1 << 20)
+
+
+EDGES = _edges()
+"""The least value of each bin of the grid: ``1, 2, …, 7, 8, 10, 12, 14, 16, 20, …, 2^20``
+(exact below 8, then quarter octaves: a bin's values are within 25% of its low end)."""
+
+BINS = len(EDGES)
+"""Bins of the grid (75); the last holds every value ``≥ 2^20``."""
 
 KINDS = ("rows", "groups", "rows_per_group")
 """The three histograms, in the order of the statement's ``kind`` column."""
@@ -67,8 +80,13 @@ F64 = npt.NDArray[np.float64]
 
 
 def bin_low(i: int) -> int:
-    """The least value of bin ``i`` (``2^i``)."""
-    return 1 << i
+    """The least value of bin ``i``."""
+    return EDGES[i]
+
+
+def bin_of(value: int) -> int:
+    """The bin holding ``value ≥ 1`` (for references and tests; the engine has its own)."""
+    return max(i for i, low in enumerate(EDGES) if low <= value)
 
 
 def representative(i: int) -> float:
@@ -79,7 +97,7 @@ def representative(i: int) -> float:
 
 
 def _bin(value: exp.Expression) -> exp.Expression:
-    """``i`` such that ``2^i ≤ value < 2^(i+1)`` (the last bin open), by integer comparisons."""
+    """The bin ``i`` with ``EDGES[i] ≤ value < EDGES[i+1]`` (the last open), exactly."""
     ifs = [
         exp.If(
             this=exp.GTE(this=value.copy(), expression=exp.Literal.number(bin_low(i))),
