@@ -67,7 +67,7 @@ EDGES = _edges()
 (exact below 8, then quarter octaves: a bin's values are within 25% of its low end)."""
 
 BINS = len(EDGES)
-"""Bins of the grid (75); the last holds every value ``≥ 2^20``."""
+"""Bins of the grid (76); the last holds every value ``≥ 2^20``."""
 
 KINDS = ("rows", "groups", "rows_per_group")
 """The three histograms, in the order of the statement's ``kind`` column."""
