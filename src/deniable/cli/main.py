@@ -15,6 +15,7 @@ import click
 from deniable.cli.common import EXIT_CODES_HELP
 
 SUBCOMMANDS = {
+    "accuracy": "deniable.cli.accuracy",
     "analyst": "deniable.cli.analyst",
     "attack": "deniable.cli.attack",
     "anonymize": "deniable.cli.anonymize",
@@ -26,9 +27,11 @@ SUBCOMMANDS = {
     "query": "deniable.cli.query",
     "serve": "deniable.cli.serve",
     "survey": "deniable.cli.survey",
+    "tune": "deniable.cli.tune",
 }
 
 SHORT_HELP = {
+    "accuracy": "Expected intervals of a query, or the least ε for targets (free).",
     "analyst": "Add, list, revoke analysts and set their allowances.",
     "anonymize": "Safe k-anonymization with a DP guarantee.",
     "attack": "Run an attack of the lab against unsafe systems and deniable.",
@@ -40,6 +43,7 @@ SHORT_HELP = {
     "query": "Answer a SQL query with differential privacy.",
     "serve": "Run the HTTP query service.",
     "survey": "Simulate a local-DP survey.",
+    "tune": "Propose contribution bounds from DP contribution histograms.",
 }
 
 
