@@ -200,6 +200,10 @@ class Epsilon:
     def __repr__(self) -> str:
         return f"Epsilon(epsilon={show(self.value)})"
 
+    def __str__(self) -> str:
+        """How messages name it: ``ε = 0.9``."""
+        return f"ε = {show(self.value)}"
+
 
 @dataclass(frozen=True, slots=True, init=False)
 class EpsilonDelta:
@@ -236,6 +240,10 @@ class EpsilonDelta:
     def __repr__(self) -> str:
         return f"EpsilonDelta(epsilon={show(self.epsilon)}, delta={show(self.delta)})"
 
+    def __str__(self) -> str:
+        """How messages name it: ``ε = 0.9, δ = 1e-06``."""
+        return f"ε = {show(self.epsilon)}, δ = {show(self.delta)}"
+
 
 @dataclass(frozen=True, slots=True, init=False)
 class Rho:
@@ -268,6 +276,10 @@ class Rho:
 
     def __repr__(self) -> str:
         return f"Rho(rho={show(self.value)})"
+
+    def __str__(self) -> str:
+        """How messages name it: ``ρ = 0.1``."""
+        return f"ρ = {show(self.value)}"
 
 
 PrivacyLoss = Union[Epsilon, EpsilonDelta, Rho]  # noqa: UP007 - used at runtime in isinstance

@@ -991,7 +991,7 @@ class Ledger:
                 return
             if not allow_change:
                 what = (
-                    f"cap {old!r}"
+                    f"cap {old}"
                     if old != cap
                     else f"accountant {accountant_spec(old_accountant)!r}"
                 )
@@ -1055,9 +1055,20 @@ class Ledger:
             conn = w.conn
             total = _cap(conn, dataset)
             if not _within(cap, total):
+                hint = ""
+                if type(cap) is not type(total):
+                    cli = (
+                        "; on the command line add --delta"
+                        if isinstance(total, EpsilonDelta)
+                        else ""
+                    )
+                    hint = (
+                        f" (the cap is an {_kind_name(total)} budget: give the allowance as "
+                        f"one too{cli})"
+                    )
                 raise InvalidParameter(
-                    f"an allowance is a slice of dataset {dataset!r}'s cap {total!r}; "
-                    f"{cap!r} does not fit inside it"
+                    f"an allowance is a slice of dataset {dataset!r}'s cap ({total}); "
+                    f"{cap} does not fit inside it{hint}; nothing was changed"
                 )
             check_accountant(cap, _accountant(conn, dataset))
             row = conn.execute(
@@ -2434,11 +2445,18 @@ def _check_zcdp_cap_change(
     if not lowered:
         raise InvalidParameter(
             f"dataset {dataset!r} spends its cap through the zCDP accountant and already has "
-            f"charges: its cap {old!r} cannot be raised to {cap!r}. The zCDP filter is sound "
+            f"charges: its cap ({old}) cannot be raised to {cap}. The zCDP filter is sound "
             "for adaptively chosen queries only with a budget fixed before the first charge "
             "(a cap raised after answers were seen voids the guarantee); it may only be "
             "lowered (ε and δ both at most the current ones). Nothing was changed."
         )
+
+
+def _kind_name(loss: PrivacyLoss) -> str:
+    """``(ε, δ)``, ``ε`` or ``ρ``: the kind of a budget, as messages name it."""
+    if isinstance(loss, EpsilonDelta):
+        return "(ε, δ)"
+    return "ε" if isinstance(loss, Epsilon) else "ρ"
 
 
 def _over(budget: BudgetFilter | ZCDPFilter) -> bool:
@@ -2490,8 +2508,8 @@ def _admit_both(
     if not (budget.can_charge(loss) and mine.can_charge(loss)):
         left = _meet(budget.remaining_for(loss), mine.remaining_for(loss))
         raise BudgetExceeded(
-            f"{loss!r} does not fit the budget of dataset {dataset!r} for analyst "
-            f"{analyst!r}: {left!r} is left",
+            f"{loss} does not fit the budget of dataset {dataset!r} for analyst "
+            f"{analyst!r}: only {left} is left; nothing was spent",
             requested=loss,
             remaining=left,
         )

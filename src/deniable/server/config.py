@@ -355,8 +355,8 @@ def parse_config(
             cap = datasets[ds].budget
             if type(slice_) is not type(cap) or not slice_ <= cap:  # type: ignore[operator]
                 raise ConfigError(
-                    f"{key}: an allowance is a slice of the dataset's cap {cap!r} and must be "
-                    f"of the same kind and fit inside it; {slice_!r} does not"
+                    f"{key}: an allowance is a slice of the dataset's cap ({cap}) and must be "
+                    f"of the same kind and fit inside it; {slice_} does not"
                 )
             zcdp = datasets[ds].accountant not in (None, "basic")
             if zcdp and not (isinstance(slice_, EpsilonDelta) and slice_.delta > 0):

@@ -1,0 +1,36 @@
+"""Budget and allowance messages speak the user's terms (issue 21 §3): "ε = 0.9", not a repr."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from deniable.accounting import Epsilon, EpsilonDelta, Rho
+from deniable.errors import BudgetExceeded, InvalidParameter
+from deniable.ledger import Ledger
+
+
+def test_losses_print_as_words() -> None:
+    assert str(Epsilon(epsilon=0.9)) == "ε = 0.9"
+    assert str(EpsilonDelta(epsilon=1, delta=1e-6)) == "ε = 1, δ = 1e-06"
+    assert str(Rho(rho=0.125)) == "ρ = 0.125"
+    assert repr(Epsilon(epsilon=0.9)) == "Epsilon(epsilon=0.9)"  # repr stays for debugging
+
+
+def test_allowance_and_budget_messages(tmp_path: Path) -> None:
+    with Ledger(tmp_path / "l.db") as led:
+        led.register("d", EpsilonDelta(epsilon=1, delta=1e-6))
+        with pytest.raises(InvalidParameter) as wrong_kind:
+            led.set_allowance("d", "ann", Epsilon(epsilon=0.5))
+        text = str(wrong_kind.value)
+        assert "ε = 0.5" in text and "(ε, δ) budget" in text and "--delta" in text
+        assert "nothing was changed" in text and "Epsilon(" not in text
+        led.set_allowance("d", "ann", EpsilonDelta(epsilon=0.5, delta=1e-6))
+        led.charge("d", EpsilonDelta(epsilon=0.4, delta=0), analyst="ann", query_key="a",
+                   query_text="q")  # fmt: skip
+        with pytest.raises(BudgetExceeded) as over:
+            led.charge("d", EpsilonDelta(epsilon=0.2, delta=0), analyst="ann", query_key="b",
+                       query_text="q")  # fmt: skip
+        text = str(over.value)
+        assert "ε = 0.2" in text and "nothing was" in text and "EpsilonDelta(" not in text
