@@ -34,3 +34,24 @@ def test_allowance_and_budget_messages(tmp_path: Path) -> None:
                        query_text="q")  # fmt: skip
         text = str(over.value)
         assert "ε = 0.2" in text and "nothing was" in text and "EpsilonDelta(" not in text
+
+
+def test_wrong_column_names_list_the_near_matches(tmp_path: Path) -> None:
+    import pandas as pd
+
+    from deniable import ROW, Session
+    from deniable.errors import SQLError
+
+    with Session(budget=Epsilon(epsilon=1), ledger=tmp_path / "m.db") as s:
+        frame = pd.DataFrame({"age": [1, 2], "income": [3, 4]})
+        s.add_table("t", frame, privacy_unit=ROW, bounds={"age": (0, 100)})
+        with pytest.raises(
+            SQLError, match=r"unknown column 'agee' in table 't'; did you mean 'age'\?"
+        ):
+            s.sql("SELECT SUM(agee) AS s FROM t", epsilon=0.1)
+        with pytest.raises(InvalidParameter, match=r"no column 'incme'; did you mean 'income'\?"):
+            s.add_table("u", frame, privacy_unit="incme", max_groups=1, max_rows=1)
+        with pytest.raises(SQLError) as far:
+            s.sql("SELECT SUM(zzz) AS s FROM t", epsilon=0.1)
+        assert "did you mean" not in str(far.value)
+        assert s.budget.spent == Epsilon(epsilon=0)

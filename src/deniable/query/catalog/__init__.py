@@ -24,6 +24,7 @@ not bound the change that removing one of them makes).
 
 from __future__ import annotations
 
+import difflib
 import enum
 import math
 import unicodedata
@@ -267,8 +268,26 @@ class TableInfo:
         """Like :meth:`lookup`, raising InvalidParameter for an unknown column."""
         c = self.lookup(name)
         if c is None:
-            raise InvalidParameter(f"table {self.name!r} has no column {name!r}")
+            names = [col.name for col in self.columns]
+            raise InvalidParameter(
+                f"table {self.name!r} has no column {name!r}{near_matches(str(name), names)}"
+            )
         return c
+
+
+def near_matches(name: str, names: Iterable[str]) -> str:
+    """``"; did you mean 'age'?"`` for the schema names close to ``name`` (case-blind), or ``""``.
+
+    Column names are schema, never data: they may appear in messages.
+    """
+    by_lower: dict[str, str] = {}
+    for n in names:
+        by_lower.setdefault(n.lower(), n)
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=3, cutoff=0.6)
+    if not close:
+        return ""
+    shown = " or ".join(repr(by_lower[c]) for c in close)
+    return f"; did you mean {shown}?"
 
 
 def _positive_int(value: object, what: str) -> int:

@@ -64,6 +64,7 @@ from deniable.query.catalog import (
     TableInfo,
     integer_bounds,
     make_bounds,
+    near_matches,
 )
 from deniable.query.parse import (
     AggregateCall,
@@ -581,7 +582,16 @@ class _Binder:
         if found is None:
             single = self.main is not None and len(scope.relations) == 1
             where = f" in table {self.main.name!r}" if single and self.main else ""
-            raise _sql_error(f"unknown column {col.name!r}{where}", position_of(col, self.text))
+            visible = [
+                n.base.name if n.base is not None else key
+                for rel in scope.relations.values()
+                for key, n in rel.items()
+                if not key.startswith("__")
+            ]
+            raise _sql_error(
+                f"unknown column {col.name!r}{where}{near_matches(col.name, visible)}",
+                position_of(col, self.text),
+            )
         return found
 
     def internal(self) -> dict[str, dict[str, _Name]]:
