@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,21 @@ def test_wrong_column_names_list_the_near_matches(tmp_path: Path) -> None:
             s.sql("SELECT SUM(zzz) AS s FROM t", epsilon=0.1)
         assert "did you mean" not in str(far.value)
         assert s.budget.spent == Epsilon(epsilon=0)
+
+
+def test_sensitivities_are_shown_in_the_values_units(tmp_path: Path) -> None:
+    """A SUM over [0, 100] with 3 rows a person moves by 300, not by 300·2^15 grid units."""
+    import pandas as pd
+
+    from deniable import Session
+
+    with Session(budget=Epsilon(epsilon=5), ledger=tmp_path / "s.db") as s:
+        frame = pd.DataFrame({"uid": range(100), "v": [1.5] * 100})
+        s.add_table("t", frame, privacy_unit="uid", max_groups=1, max_rows=3,
+                    bounds={"v": (0, 100)})  # fmt: skip
+        answer = s.sql("SELECT SUM(v) AS s, COUNT(*) AS n FROM t", epsilon=1)
+        assert "sensitivity 300," in answer.metadata.mechanisms["s"]
+        assert "sensitivity 3," in answer.metadata.mechanisms["n"]
+        plan = s.plan("SELECT SUM(v) AS s FROM t", epsilon=1)
+        recorded = plan.measures[0].describe()["sensitivity_in_value_units"]
+        assert abs(float(Fraction(str(recorded))) - 300) < 1e-4  # the grid's rounding of 100

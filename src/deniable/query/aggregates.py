@@ -115,9 +115,11 @@ class NoisyMeasures:
             else ""
         )
         param = "ρ" if meas.mechanism == "discrete_gaussian" else "ε"
+        # the sensitivity in the value's own units (a sum's grid units times the grid)
+        sensitivity = float(meas.sensitivity * meas.granularity)
         return (
             f"{meas.mechanism} ({param} = {float(meas.budget):.4g}, sensitivity "
-            f"{meas.sensitivity}, scale {scale:.4g}{unit})"
+            f"{sensitivity:.6g}, scale {scale:.4g}{unit})"
         )
 
 

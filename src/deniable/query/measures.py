@@ -130,6 +130,7 @@ class Measure:
             "column": None if self.column is None else self.column.name,
             "mechanism": self.mechanism,
             "sensitivity": str(self.sensitivity),
+            "sensitivity_in_value_units": str(self.sensitivity * self.granularity),
             ("rho" if self.mechanism == "discrete_gaussian" else "epsilon"): str(self.budget),
         }
         if self.shift:
