@@ -760,6 +760,8 @@ class Session:
         group_by: Sequence[str] = (),
         workload_epsilon: float | Fraction = 1,
         groups: int = 1,
+        clamps: Mapping[str, Sequence[float | int | Fraction]] | None = None,
+        clamp_quantiles: tuple[float, float] = (0.05, 0.95),
         apply: bool = False,
     ) -> TuneReport:
         """Measure how much people contribute (DP, charged) and propose contribution bounds.
@@ -770,6 +772,13 @@ class Session:
         GROUP BY group_by`` over ``groups`` groups answered at ``workload_epsilon``
         (post-processing, free). With ``apply=True`` the best candidate becomes the table's
         policy (:meth:`set_bounds`).
+
+        ``clamps`` maps numeric columns to a public *search range* ``(lo, hi)``: each gets a
+        proposed clamping range from two DP quantiles (``clamp_quantiles``, on a
+        100,000-step grid over the range, bounded by the best candidate's ``max_groups``
+        and ``max_rows``: the ordinary quantile release, charged like any query). Then half
+        of ``epsilon`` goes to the histograms and the other half is split evenly between
+        the columns; ``apply=True`` also sets those bounds.
 
         Raises:
             InvalidParameter: an unknown table or column, a table without a privacy unit
@@ -784,6 +793,12 @@ class Session:
                 "adds one row, so there are no contribution bounds to tune"
             )
         columns = [info.column(g).name for g in group_by]
+        search = {info.column(c).name: r for c, r in (clamps or {}).items()}
+        lo_q, hi_q = (Fraction(q).limit_denominator(10**6) for q in clamp_quantiles)
+        if not 0 <= lo_q < hi_q <= 1:
+            raise InvalidParameter("clamp_quantiles must be (low, high) with 0 ≤ low < high ≤ 1")
+        total = Fraction(epsilon)
+        share = total / 2 if search else total
         histograms = contribution_histograms(
             self._engines[info.name],
             self._bindings[info.name],
@@ -792,18 +807,31 @@ class Session:
             ledger=self._ledger,
             dataset=self._dataset,
             analyst=self._analyst,
-            epsilon=epsilon,
+            epsilon=share,
             source=self._source,
         )
+        choices = tuple(propose(histograms, epsilon=workload_epsilon, groups=groups))
+        best = choices[0]
+        proposed: dict[str, tuple[float, float]] = {}
+        for column, (low, high) in search.items():
+            quoted = exp.to_identifier(column, quoted=True).sql()
+            answer = self.sql(
+                f"SELECT QUANTILE({quoted}, {float(lo_q)!r}) AS lo, "
+                f"QUANTILE({quoted}, {float(hi_q)!r}) AS hi FROM {info.name}",
+                epsilon=(total - share) / len(search),
+                bounds={column: (low, high)},
+                max_groups=best.max_groups,
+                max_rows=best.max_rows,
+                quantile_grid=100_000,
+            )
+            frame = answer.to_pandas()
+            proposed[column] = (float(frame["lo"].iloc[0]), float(frame["hi"].iloc[0]))
         report = TuneReport(
-            histograms,
-            tuple(propose(histograms, epsilon=workload_epsilon, groups=groups)),
-            Fraction(workload_epsilon),
-            groups,
+            histograms, choices, Fraction(workload_epsilon), groups, clamps=proposed
         )
         if apply:
-            self.set_bounds(info.name, max_groups=report.best.max_groups,
-                            max_rows=report.best.max_rows)  # fmt: skip
+            self.set_bounds(info.name, max_groups=best.max_groups, max_rows=best.max_rows,
+                            bounds=proposed or None)  # fmt: skip
         return report
 
     def utility_analysis(self, table: str, *, group_by: Sequence[str] = ()) -> UtilityAnalysis:
@@ -822,10 +850,18 @@ class Session:
             [info.column(g).name for g in group_by],
         )
 
-    def set_bounds(self, table: str, *, max_groups: int, max_rows: int) -> TableInfo:
+    def set_bounds(
+        self,
+        table: str,
+        *,
+        max_groups: int,
+        max_rows: int,
+        bounds: Mapping[str, Sequence[float | int | Fraction]] | None = None,
+    ) -> TableInfo:
         """Replace a person-level table's ``max_groups`` and ``max_rows`` (public choices).
 
-        Later queries are bounded by them; what was spent stays spent.
+        ``bounds`` sets (or replaces) clamping ranges of columns; the others stay. Later
+        queries are bounded by them; what was spent stays spent.
 
         Raises:
             InvalidParameter: an unknown table, a row-level table, bounds that are not
@@ -838,7 +874,10 @@ class Session:
             info.name,
             info.columns,
             privacy_unit=info.policy.privacy_unit,
-            bounds={c: (b.lower, b.upper) for c, b in info.policy.bounds.items()},
+            bounds={
+                **{c: (b.lower, b.upper) for c, b in info.policy.bounds.items()},
+                **(bounds or {}),
+            },
             max_groups=max_groups,
             max_rows=max_rows,
             public_keys=info.policy.public_keys,

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
@@ -486,12 +486,15 @@ class TuneReport:
         choices: every candidate policy with its expected error, best first (free).
         workload_epsilon: the ε the workload's error was computed at.
         groups: the workload's number of groups.
+        clamps: proposed clamping ranges ``(low, high)`` by column (two DP quantiles each;
+            empty when no ``clamps`` were asked).
     """
 
     histograms: ContributionHistograms
     choices: tuple[Choice, ...]
     workload_epsilon: Fraction
     groups: int
+    clamps: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def best(self) -> Choice:
