@@ -62,6 +62,7 @@ from deniable.query.catalog import (
     kind_of,
     make_policy,
 )
+from deniable.query.diagnostics import bounding_diagnostics
 from deniable.query.execute import execute, run_bounded
 from deniable.query.plan import QUANTILE_GRID, DPPlan
 from deniable.query.program import QueryOptions, QueryProgram
@@ -763,6 +764,7 @@ class Session:
         clamps: Mapping[str, Sequence[float | int | Fraction]] | None = None,
         clamp_quantiles: tuple[float, float] = (0.05, 0.95),
         apply: bool = False,
+        analyst: str | None = None,
     ) -> TuneReport:
         """Measure how much people contribute (DP, charged) and propose contribution bounds.
 
@@ -778,7 +780,8 @@ class Session:
         100,000-step grid over the range, bounded by the best candidate's ``max_groups``
         and ``max_rows``: the ordinary quantile release, charged like any query). Then half
         of ``epsilon`` goes to the histograms and the other half is split evenly between
-        the columns; ``apply=True`` also sets those bounds.
+        the columns; ``apply=True`` also sets those bounds. ``analyst``: who the charges
+        are recorded under (default: the session's analyst).
 
         Raises:
             InvalidParameter: an unknown table or column, a table without a privacy unit
@@ -806,9 +809,10 @@ class Session:
             columns,
             ledger=self._ledger,
             dataset=self._dataset,
-            analyst=self._analyst,
+            analyst=analyst or self._analyst,
             epsilon=share,
             source=self._source,
+            table_name=info.name,
         )
         choices = tuple(propose(histograms, epsilon=workload_epsilon, groups=groups))
         best = choices[0]
@@ -823,6 +827,7 @@ class Session:
                 max_groups=best.max_groups,
                 max_rows=best.max_rows,
                 quantile_grid=100_000,
+                analyst=analyst,
             )
             frame = answer.to_pandas()
             proposed[column] = (float(frame["lo"].iloc[0]), float(frame["hi"].iloc[0]))
@@ -916,6 +921,7 @@ class Session:
         quantile_grid: int = QUANTILE_GRID,
         analyst: str | None = None,
         population: bool = False,
+        diagnostics: float | Fraction | None = None,
     ) -> Answer:
         """Answer an aggregate SQL query with differential privacy.
 
@@ -944,6 +950,10 @@ class Session:
                 sampling error — instead of the sample's values (post-processing: same
                 charge). AVG, VARIANCE, STDDEV, quantiles and COUNT(DISTINCT col) are
                 refused (ask SUM(x) / COUNT(x) for a mean). No effect on other tables.
+            diagnostics: also release, for this extra ε (its own charge, pure ε-DP), how
+                many people each bounding rule cut (:mod:`deniable.query.diagnostics`),
+                shown with the answer (``answer.diagnostics``); single-table queries on a
+                person-level table.
 
         Returns:
             An :class:`~deniable.query.answer.Answer`.
@@ -967,6 +977,7 @@ class Session:
                 "quantile_grid": quantile_grid != QUANTILE_GRID,
                 "population": population,
             }
+            table_only["diagnostics"] = diagnostics is not None
             given = [name for name, set_ in table_only.items() if set_]
             if given:
                 raise InvalidParameter(
@@ -988,7 +999,31 @@ class Session:
             level=level,
             quantile_grid=quantile_grid,
         )
-        return self.execute(program, analyst=analyst, population=population)
+        if diagnostics is not None:  # refused before anything runs when it cannot be done
+            self._check_diagnostics(program)
+        answer = self.execute(program, analyst=analyst, population=population)
+        if diagnostics is None:
+            return answer
+        table = program.table.name
+        report = bounding_diagnostics(
+            program.plan,
+            self._engines[table],
+            self._bindings[table],
+            ledger=self._ledger,
+            dataset=self._dataset,
+            analyst=analyst or self._analyst,
+            query_text=program.text,
+            epsilon=diagnostics,
+            level=level,
+            source=self._source,
+        )
+        return answer.with_diagnostics(report)
+
+    def _check_diagnostics(self, program: QueryProgram) -> None:
+        if program.plan.query.table.policy.privacy_unit is None:
+            raise InvalidParameter("diagnostics count people: this table protects single rows")
+        if program.plan.query.joins:
+            raise InvalidParameter("diagnostics are computed on single-table queries only")
 
     def execute(
         self,

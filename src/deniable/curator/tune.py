@@ -42,11 +42,12 @@ from sqlglot import exp
 
 from deniable.accounting.loss import Epsilon, Number, exact
 from deniable.engines.base import Engine, TableBinding
-from deniable.errors import BudgetExceeded, InvalidParameter
+from deniable.errors import InvalidParameter
 from deniable.ledger import Ledger
 from deniable.mechanisms import Release, geometric
 from deniable.noise.source import RandomSource
 from deniable.query.catalog import Column
+from deniable.query.execute import precheck_budget
 from deniable.query.rewrite.compile import SOURCE, canonical_unit_expression, render
 from deniable.sqlnames import identifier
 
@@ -204,6 +205,7 @@ def contribution_histograms(
     analyst: str,
     epsilon: Number,
     source: RandomSource | None = None,
+    table_name: str | None = None,
 ) -> ContributionHistograms:
     """Release the three contribution histograms of ``binding``; spends ``ε`` (pure DP).
 
@@ -219,21 +221,14 @@ def contribution_histograms(
     if eps <= 0:
         raise InvalidParameter("epsilon must be > 0 (the privacy loss of the measurement)")
     loss = Epsilon(epsilon=eps)
-    budget = ledger.budget_filter(dataset)
-    if not budget.can_charge(loss):
-        raise BudgetExceeded(
-            f"measuring the contributions costs ε = {float(eps):g}, which does not fit what "
-            f"is left of dataset {dataset!r}; nothing was spent",
-            requested=loss,
-            remaining=budget.remaining_for(loss),
-        )
+    precheck_budget(ledger, dataset, loss, what="measuring the contributions")
     exact_counts = exact_histograms(engine, binding, unit, groups)
     charge = ledger.charge(
         dataset,
         loss,
         analyst=analyst,
         query_key=f"tune/{secrets.token_hex(16)}",  # a measurement is never replayed
-        query_text=f"contribution histograms of {binding.name!r} by {list(groups)}",
+        query_text=f"contribution histograms of {table_name or binding.name!r} by {list(groups)}",
         details={"tune": {"groups": list(groups), "bins": BINS, "epsilon": str(eps)}},
     )
     # Only now, after the commit, is anything computed from the data released.

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from rich.console import Console, ConsoleOptions, RenderResult
 
+    from deniable.query.diagnostics import BoundingDiagnostics
+
 _META_KEY = b"deniable.answer"
 
 
@@ -229,9 +231,17 @@ class Answer:
     ``answer.columns``; converts with :meth:`to_pandas`, :meth:`to_polars`, :meth:`to_arrow`.
     """
 
-    def __init__(self, frame: pd.DataFrame, metadata: AnswerMetadata) -> None:
+    def __init__(
+        self,
+        frame: pd.DataFrame,
+        metadata: AnswerMetadata,
+        diagnostics: BoundingDiagnostics | None = None,
+    ) -> None:
         self._frame = frame
         self.metadata = metadata
+        self.diagnostics = diagnostics
+        """The bounding diagnostics released with this answer (a separate, charged release:
+        :mod:`deniable.query.diagnostics`), or None. Not stored with a replayed answer."""
 
     # -- table access --------------------------------------------------------------------
 
@@ -347,7 +357,11 @@ class Answer:
 
     def with_metadata(self, **changes: Any) -> Answer:
         """A copy with some metadata fields replaced."""
-        return Answer(self._frame, replace(self.metadata, **changes))
+        return Answer(self._frame, replace(self.metadata, **changes), self.diagnostics)
+
+    def with_diagnostics(self, diagnostics: BoundingDiagnostics) -> Answer:
+        """A copy shown with its bounding diagnostics."""
+        return Answer(self._frame, self.metadata, diagnostics)
 
     # -- display ---------------------------------------------------------------------------
 
@@ -371,7 +385,12 @@ class Answer:
 
     def __repr__(self) -> str:
         with pd.option_context("display.width", 120, "display.max_columns", 20):
-            return f"{self._frame!r}\n[{self.summary()}]\n[rows: {self.row_policy}]"
+            text = f"{self._frame!r}\n[{self.summary()}]\n[rows: {self.row_policy}]"
+        if self.diagnostics is not None:
+            d = self.diagnostics
+            text += "".join(f"\n[bounding: {line}]" for line in d.lines())
+            text += f"\n[bounding diagnostics charged ε = {float(d.epsilon):g}]"
+        return text
 
     def _repr_html_(self) -> str:
         shown = self._frame.copy()

@@ -156,7 +156,7 @@ def execute(
     with nullcontext(None) if sample is None or free else sample.pending(plan.loss) as amplified:
         cost = plan.loss if amplified is None else _sampled_cost(plan, amplified)
         if not free:
-            _precheck_budget(ledger, dataset, cost)
+            precheck_budget(ledger, dataset, cost)
         if free:
             # Public keys only: the answer is the declared domain, whatever the rows. The
             # statement is type-checked (no row is read) and never run, so neither its
@@ -251,13 +251,22 @@ def _named_as_asked(answer: Answer, plan: DPPlan) -> Answer:
     return Answer(frame, answer.metadata)
 
 
-def _precheck_budget(ledger: Ledger, dataset: str, loss: PrivacyLoss) -> None:
-    # A cheap early refusal before the engine runs; the ledger re-checks atomically.
+def precheck_budget(
+    ledger: Ledger, dataset: str, loss: PrivacyLoss, *, what: str = "this query"
+) -> None:
+    """Refuse ``loss`` early, before any engine runs, when it does not fit what is left.
+
+    A cheap refusal that depends on the ledger only (public); the ledger re-checks
+    atomically when it charges.
+
+    Raises:
+        BudgetExceeded: naming ``what`` costs what, what is left, and that nothing was spent.
+    """
     budget = ledger.budget_filter(dataset)
     if not budget.can_charge(loss):
         left = budget.remaining_for(loss)  # under zCDP: in the kind of this query's loss
         raise BudgetExceeded(
-            f"this query costs {show_loss(loss)} but only {show_loss(left)} is left of "
+            f"{what} costs {show_loss(loss)} but only {show_loss(left)} is left of "
             f"the budget of dataset {dataset!r}; nothing was spent",
             requested=loss,
             remaining=left,

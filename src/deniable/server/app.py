@@ -11,11 +11,14 @@ route                                       who        what
 ``GET /v1/datasets/{d}``                    any        schema, bounds, keys, graphs
 ``GET /v1/datasets/{d}/budget``             any        the caller's budget
 ``POST /v1/datasets/{d}/query``             any        a DP answer (tables, graphs)
+``POST /v1/datasets/{d}/accuracy``          any        expected widths, least loss (free)
 ``GET /v1/datasets/{d}/history``            any        the caller's own releases
 ``GET /v1/explain?epsilon=&prior=``         any        what ε means (posterior bounds)
 ``GET /v1/datasets/{d}/ledger``             curator    every release by everyone
 ``GET /v1/datasets/{d}/allowances``         curator    every analyst's budget
 ``PUT /v1/datasets/{d}/allowances/{a}``     curator    set an analyst's slice of the cap
+``POST /v1/datasets/{d}/tune``              curator    DP contribution bounds (charged)
+``POST /v1/datasets/{d}/utility-analysis``  curator    NON-PRIVATE exact kept shares
 ``GET /v1/analysts``                        curator    registered analysts
 ``POST /v1/analysts``                       curator    add one; its token is shown once
 ``DELETE /v1/analysts/{a}``                 curator    revoke its token
@@ -75,6 +78,8 @@ from deniable.server.errors import (
     UnknownResource,
 )
 from deniable.server.models import (
+    AccuracyRequest,
+    AccuracyResponse,
     AllowanceOut,
     AnalystOut,
     BudgetOut,
@@ -92,6 +97,10 @@ from deniable.server.models import (
     QueryResponse,
     ReleaseOut,
     TableOut,
+    TuneRequest,
+    TuneResponse,
+    UtilityAnalysisRequest,
+    UtilityAnalysisResponse,
     WhoAmI,
     budget_out,
     graph_out,
@@ -488,6 +497,39 @@ def create_app(
         )
         return QueryResponse.of(dataset, answer)
 
+    @app.post(
+        "/v1/datasets/{dataset}/accuracy",
+        tags=["queries"],
+        responses=_responses(400, 404),
+    )
+    def accuracy(dataset: Dataset, body: AccuracyRequest, who: Who) -> AccuracyResponse:
+        """A dry run: the interval half-width each output would get, before spending.
+
+        Privacy loss: none. No data is read, no engine runs, nothing is charged and
+        nothing is written to the ledger (which is only read, for the caller's remaining
+        budget). Give the loss to spend (``epsilon``; ``epsilon`` and ``delta``; or
+        ``rho``), or a ``target`` (half-widths by output name, in the output's units) to
+        also get the least loss meeting every target (``least_loss``); the widths are for
+        the loss given, else for the least loss found. Counts and sums need nothing else;
+        AVG, VARIANCE and STDDEV need ``rows``, an assumed number of rows per group (a
+        guess, never read from the data); quantiles report a ``rank_error`` in rows. Table
+        queries only.
+        """
+        s = service()
+        q = body.sql if body.sql is not None else body.builder.to_query()  # type: ignore[union-attr]
+        result = s.accuracy(
+            who,
+            dataset,
+            q,
+            epsilon=body.epsilon,
+            delta=body.delta,
+            rho=body.rho,
+            level=body.level,
+            rows=body.rows,
+            target=body.target,
+        )
+        return AccuracyResponse.of(dataset, result)
+
     @app.get("/v1/datasets/{dataset}/history", tags=["queries"], responses=_responses(404))
     def history(dataset: Dataset, who: Who) -> list[ReleaseOut]:
         """The caller's own releases on the dataset (never another analyst's)."""
@@ -535,6 +577,56 @@ def create_app(
     ) -> BudgetOut:
         """Set an analyst's slice of the dataset's cap (never extra budget)."""
         return budget_out(service().set_allowance(who, dataset, analyst, body.to_loss()))
+
+    @app.post(
+        "/v1/datasets/{dataset}/tune",
+        tags=["curator"],
+        responses=_responses(400, 403, 404, 409),
+    )
+    def tune(dataset: Dataset, body: TuneRequest, who: Who) -> TuneResponse:
+        """Measure contributions with DP and propose ``max_groups``/``max_rows`` (curators).
+
+        Privacy loss: ``epsilon`` (pure ε-DP: three contribution histograms), charged to
+        the dataset's one cap under the curator's name like any release; the charge is
+        committed before anything computed from the data is released, and a request the
+        budget refuses costs nothing (409 ``budget_exceeded``, before any data is read).
+        The ranked proposals (the ``workload_epsilon`` and ``groups`` of a ``COUNT(*) …
+        GROUP BY group_by`` workload) are post-processing: free. With ``apply`` the best
+        proposal becomes the table's bounds in this service process until it restarts
+        (other worker processes keep the configured bounds): write ``configuration`` into
+        the dataset's configuration to keep it.
+        """
+        result = service().tune(
+            who,
+            dataset,
+            body.table,
+            epsilon=body.epsilon,
+            group_by=body.group_by,
+            workload_epsilon=body.workload_epsilon,
+            groups=body.groups,
+            apply=body.apply,
+        )
+        return TuneResponse.of(dataset, result)
+
+    @app.post(
+        "/v1/datasets/{dataset}/utility-analysis",
+        tags=["curator"],
+        responses=_responses(400, 403, 404),
+    )
+    def utility_analysis(
+        dataset: Dataset, body: UtilityAnalysisRequest, who: Who, response: Response
+    ) -> UtilityAnalysisResponse:
+        """NON-PRIVATE: the exact share of rows each candidate policy keeps (curators only).
+
+        Privacy loss: none is accounted because none is promised: the shares are computed
+        from the rows exactly, without noise (``"non_private": true``). For the curator,
+        who holds the data: never charged, never written to the ledger, never stored or
+        replayed as an answer, refused to analysts (403), and sent with
+        ``Cache-Control: no-store``. Do not share it with analysts.
+        """
+        u = service().utility_analysis(who, dataset, body.table, group_by=body.group_by)
+        response.headers["Cache-Control"] = "no-store"
+        return UtilityAnalysisResponse.of(dataset, body.table, list(body.group_by), u)
 
     @app.get("/v1/analysts", tags=["curator"], responses=_responses(403))
     def analysts(who: Who) -> list[AnalystOut]:

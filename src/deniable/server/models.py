@@ -24,10 +24,11 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
+from deniable.curator.tune import EDGES, Choice, UtilityAnalysis
 from deniable.errors import InvalidParameter
 from deniable.query import builder as b
 from deniable.query.answer import Answer, interval_coverage, row_policy_line, show_loss
-from deniable.server.service import BudgetView, GraphMetadata
+from deniable.server.service import AccuracyResult, BudgetView, GraphMetadata, TuneResult
 
 Scalar = int | float | str | bool | None
 Name = Annotated[str, Field(min_length=1, max_length=200)]
@@ -35,6 +36,12 @@ Name = Annotated[str, Field(min_length=1, max_length=200)]
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class _Request(BaseModel):
+    """A request body: no unknown fields, and strict types (``true`` is not a number)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 # -- errors ----------------------------------------------------------------------------------
@@ -89,7 +96,7 @@ class LossOut(_Model):
 Number = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
-class LossIn(_Model):
+class LossIn(_Request):
     """A privacy loss given by a curator: ``epsilon``; ``epsilon`` and ``delta``; or ``rho``."""
 
     epsilon: Number | None = None
@@ -191,7 +198,7 @@ class DatasetSummary(_Model):
 CompareOp = Literal["=", "!=", "<", "<=", ">", ">=", "in", "not_in", "is_null", "is_not_null"]
 
 
-class Filter(_Model):
+class Filter(_Request):
     """A row filter ``column op value`` (all filters AND together)."""
 
     column: Name
@@ -204,7 +211,7 @@ AggregateName = Literal[
 ]
 
 
-class AggregateSpec(_Model):
+class AggregateSpec(_Request):
     """One aggregate output."""
 
     function: AggregateName
@@ -215,14 +222,14 @@ class AggregateSpec(_Model):
     alias: Name | None = None
 
 
-class OrderSpec(_Model):
+class OrderSpec(_Request):
     """Sort by an output name."""
 
     name: Name
     descending: bool = False
 
 
-class BuilderQuery(_Model):
+class BuilderQuery(_Request):
     """The builder's JSON form: one table, filters, group keys, aggregates, order, limit."""
 
     table: Name
@@ -296,11 +303,12 @@ def _aggregate(a: AggregateSpec) -> b.Expr:
     return agg if a.alias is None else agg.alias(a.alias)
 
 
-class QueryRequest(_Model):
+class QueryRequest(_Request):
     """A query: SQL text or the builder's JSON form, and what to spend on it."""
 
     model_config = ConfigDict(
         extra="forbid",
+        strict=True,
         json_schema_extra={
             "examples": [
                 {"sql": "SELECT COUNT(*) AS n FROM students", "epsilon": 0.1},
@@ -446,6 +454,295 @@ def scalars(values: tuple[object, ...]) -> list[Scalar]:
     return [_scalar(v) for v in values]
 
 
+# -- accuracy before spending, and tuning the bounds ------------------------------------------
+
+Positive = Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)]
+
+
+class AccuracyRequest(_Request):
+    """A dry run: the accuracy a query would get, and optionally the least loss for a target.
+
+    Give the query (``sql`` or ``builder``) and either the loss to spend (``epsilon``;
+    ``epsilon`` and ``delta``; or ``rho``) or a ``target`` (half-widths by output name), or
+    both. Nothing is read from the data and nothing is charged.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "examples": [
+                {
+                    "sql": "SELECT school, COUNT(*) AS n FROM students GROUP BY school",
+                    "epsilon": 0.1,
+                },
+                {
+                    "sql": "SELECT COUNT(*) AS n, AVG(grade) AS g FROM students",
+                    "target": {"n": 5, "g": 2},
+                    "rows": 100,
+                },
+            ]
+        },
+    )
+
+    sql: Annotated[str, Field(min_length=1, max_length=20_000)] | None = None
+    builder: BuilderQuery | None = None
+    epsilon: Number | None = Field(None, description="ε the query would spend")
+    delta: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = Field(
+        None, description="δ it would spend on selecting private group keys"
+    )
+    rho: Number | None = Field(None, description="ρ it would spend (ρ-zCDP budgets)")
+    level: Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)] = Field(
+        0.95, description="confidence level of the intervals"
+    )
+    rows: Annotated[int, Field(ge=1, le=10**12)] | None = Field(
+        None,
+        description="assumed rows per group, for AVG, VARIANCE and STDDEV (whose width "
+        "depends on it); a guess, never read from the data",
+    )
+    target: Annotated[dict[Name, Positive], Field(min_length=1, max_length=50)] | None = Field(
+        None,
+        description="wanted half-widths by output name (user units): the answer then "
+        "includes the least loss that meets every one",
+    )
+
+    @model_validator(mode="after")
+    def _one_form(self) -> AccuracyRequest:
+        if (self.sql is None) == (self.builder is None):
+            raise ValueError("give exactly one of sql and builder")
+        return self
+
+
+class OutputAccuracyOut(_Model):
+    """The expected accuracy of one output (its interval's half-width, before any noise)."""
+
+    name: str = Field(description="the output's name, as the query gives it")
+    half_width: float | None = Field(
+        description="the interval's half-width in the output's units at `level`; null when "
+        "it depends on the data and no `rows` was assumed, and for quantiles"
+    )
+    rank_error: float | None = Field(
+        description="quantiles, MEDIAN, MIN, MAX: rows the value may be off by in rank"
+    )
+    depends_on: str | None = Field(description="what the width depends on, if anything")
+    target: float | None = Field(description="the half-width asked for in `target`, if any")
+    meets_target: bool | None = Field(description="whether `half_width` meets `target`")
+
+
+class AccuracyResponse(_Model):
+    """A dry run's answer: expected half-widths, and the least loss meeting the target.
+
+    Nothing was read from the data and nothing was charged (``charged`` is always false).
+    """
+
+    dataset: str
+    query: str = Field(description="the query as compiled (SQL)")
+    level: float
+    loss: LossOut = Field(
+        description="the loss the widths are for: the one asked, else the least loss found"
+    )
+    least_loss: LossOut | None = Field(
+        description="the least loss whose widths meet every target (when `target` is given)"
+    )
+    assumed_rows: int | None
+    outputs: list[OutputAccuracyOut] = Field(description="each aggregate output, in order")
+    remaining: LossOut = Field(description="what the caller may still spend")
+    fits: bool = Field(description="whether `loss` fits what the caller may still spend")
+    charged: Literal[False] = Field(default=False, description="always false: a dry run is free")
+    interval_coverage: str = Field(
+        description="what the intervals cover: the noise only, around the value after bounding"
+    )
+
+    @classmethod
+    def of(cls, dataset: str, result: AccuracyResult) -> AccuracyResponse:
+        """The response form of a :class:`~deniable.server.service.AccuracyResult`."""
+        report = result.report
+        targets = {k.lower(): v for k, v in result.target.items()}
+        outputs = []
+        for o in report.outputs:
+            t = targets.get(o.name.lower())
+            width = _real(o.half_width)
+            outputs.append(
+                OutputAccuracyOut(
+                    name=o.name,
+                    half_width=width,
+                    rank_error=_real(o.rank_error),
+                    depends_on=o.depends_on,
+                    target=t,
+                    meets_target=None if t is None or width is None else width <= t,
+                )
+            )
+        return cls(
+            dataset=dataset,
+            query=result.query,
+            level=report.level,
+            loss=LossOut.of(result.loss),
+            least_loss=None if result.least is None else LossOut.of(result.least),
+            assumed_rows=report.assumed_rows,
+            outputs=outputs,
+            remaining=LossOut.of(result.remaining),
+            fits=result.fits,
+            interval_coverage=(
+                "the noise only: each interval would cover the value after bounding "
+                "(clamping and contribution bounds), not the bounding's bias"
+            ),
+        )
+
+
+class TuneRequest(_Request):
+    """Measure contributions with DP (charged) and propose ``max_groups`` and ``max_rows``."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "examples": [{"table": "students", "group_by": ["school"], "epsilon": 0.1, "groups": 3}]
+        },
+    )
+
+    table: Name = Field(description="the private table (with a privacy-unit column)")
+    group_by: list[Name] = Field(
+        default_factory=list, max_length=10, description="the workload's grouping columns"
+    )
+    epsilon: Positive = Field(description="ε the measurement spends (charged to the caller)")
+    workload_epsilon: Positive = Field(
+        1.0, description="ε of the workload the proposal's error is computed for (free)"
+    )
+    groups: Annotated[int, Field(ge=1, le=10**9)] = Field(
+        1, description="the workload's number of groups (a public number)"
+    )
+    apply: bool = Field(
+        False,
+        description="make the best proposal the table's bounds in this service process "
+        "(until it restarts; write it in the configuration to keep it)",
+    )
+
+
+class ChoiceOut(_Model):
+    """One candidate policy and its expected error per group (post-processing, free)."""
+
+    max_groups: int
+    max_rows: int
+    rows_kept: float | None = Field(description="expected share of rows the bounds keep")
+    bias: float | None = Field(description="expected rows lost per group (from bounding)")
+    noise_sd: float | None = Field(description="the noise's standard deviation per group")
+    expected_error: float | None = Field(description="√(bias² + noise²), in rows per group")
+
+    @classmethod
+    def of(cls, c: Choice) -> ChoiceOut:
+        """The response form of a :class:`~deniable.curator.tune.Choice`."""
+        return cls(
+            max_groups=c.max_groups,
+            max_rows=c.max_rows,
+            rows_kept=_real(c.kept),
+            bias=_real(c.bias),
+            noise_sd=_real(c.noise),
+            expected_error=_real(c.error),
+        )
+
+
+class TuneResponse(_Model):
+    """The DP contribution histograms (charged) and the proposals built from them (free)."""
+
+    dataset: str
+    table: str
+    group_by: list[str]
+    charge: LossOut = Field(description="what the measurement was charged")
+    charge_id: int
+    remaining: LossOut = Field(description="what the caller may still spend")
+    bin_low: list[int] = Field(description="the least value of each histogram bin (public)")
+    histograms: dict[str, list[int]] = Field(
+        description="noisy numbers of people per bin: 'rows' (rows per person), 'groups' "
+        "(groups per person), 'rows_per_group' (a person's largest group)"
+    )
+    workload_epsilon: float
+    groups: int
+    best: ChoiceOut
+    proposals: list[ChoiceOut] = Field(description="the 10 best candidates, best first")
+    applied: bool = Field(description="whether the best candidate became the table's bounds")
+    configuration: str = Field(description="the best candidate as configuration lines")
+
+    @classmethod
+    def of(cls, dataset: str, result: TuneResult) -> TuneResponse:
+        """The response form of a :class:`~deniable.server.service.TuneResult`."""
+        report = result.report
+        h = report.histograms
+        best = report.best
+        return cls(
+            dataset=dataset,
+            table=result.table,
+            group_by=list(h.groups),
+            charge=LossOut.of(Epsilon(epsilon=h.epsilon)),
+            charge_id=h.charge_id,
+            remaining=LossOut.of(result.remaining),
+            bin_low=list(EDGES),
+            histograms={k: [int(x) for x in v.tolist()] for k, v in h.counts.items()},
+            workload_epsilon=float(report.workload_epsilon),
+            groups=report.groups,
+            best=ChoiceOut.of(best),
+            proposals=[ChoiceOut.of(c) for c in report.choices[:10]],
+            applied=result.applied,
+            configuration=f"max_groups = {best.max_groups}\nmax_rows = {best.max_rows}",
+        )
+
+
+class UtilityAnalysisRequest(_Request):
+    """A NON-PRIVATE exact analysis of what each candidate policy keeps (curators only)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={"examples": [{"table": "students", "group_by": ["school"]}]},
+    )
+
+    table: Name = Field(description="the private table (with a privacy-unit column)")
+    group_by: list[Name] = Field(
+        default_factory=list, max_length=10, description="the workload's grouping columns"
+    )
+
+
+NON_PRIVATE_LABEL = (
+    "NON-PRIVATE: exact values computed from the data without noise, for the curator only. "
+    "Not differentially private, not charged, never stored as an answer: do not share them "
+    "with analysts."
+)
+
+
+class UtilityAnalysisResponse(_Model):
+    """NON-PRIVATE: the exact share of rows each ``(max_groups, max_rows)`` would keep."""
+
+    non_private: Literal[True] = Field(default=True, description="always true: these are exact")
+    label: str = Field(default=NON_PRIVATE_LABEL, description="what these numbers are")
+    dataset: str
+    table: str
+    group_by: list[str]
+    rows: int = Field(description="the table's rows with a privacy unit (exact)")
+    candidates: list[int] = Field(description="the bounds tried, on both axes")
+    kept_share: list[list[float | None]] = Field(
+        description="kept_share[i][j]: expected share of rows kept with max_groups = "
+        "candidates[i] and max_rows = candidates[j] (exact)"
+    )
+    charged: Literal[False] = Field(default=False, description="always false: nothing is charged")
+
+    @classmethod
+    def of(
+        cls, dataset: str, table: str, group_by: list[str], u: UtilityAnalysis
+    ) -> UtilityAnalysisResponse:
+        """The response form of a :class:`~deniable.curator.tune.UtilityAnalysis`."""
+        n = len(u.candidates)
+        return cls(
+            dataset=dataset,
+            table=table,
+            group_by=group_by,
+            rows=u.rows,
+            candidates=list(u.candidates),
+            kept_share=[
+                [_real(u.share(u.candidates[i], u.candidates[j])) for j in range(n)]
+                for i in range(n)
+            ],
+        )
+
+
 # -- history and management ------------------------------------------------------------------
 
 
@@ -470,7 +767,7 @@ class AnalystOut(_Model):
     revoked_at: _dt.datetime | None
 
 
-class NewAnalyst(_Model):
+class NewAnalyst(_Request):
     """An analyst to create."""
 
     name: Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.@-]+$")]

@@ -20,7 +20,13 @@ of authenticated principals (a name and a role, ``"curator"`` or ``"analyst"``):
   :mod:`deniable.graph.sql`) take the same path: charged to the principal's name against
   the dataset's one cap and its allowance, replayed under the same ``share_replays`` rule,
   and answered under the dataset's lock; their Idempotency-Key is recorded with the charge,
-  as for tables.
+  as for tables;
+* a dry run (:meth:`Service.accuracy`) compiles a query and reports the half-widths its
+  answer would have, and the least loss meeting targets: no data read, no engine run,
+  nothing charged or written;
+* curators may measure contributions with DP (:meth:`Service.tune`, charged to their name
+  like any release) and run the NON-PRIVATE exact utility analysis
+  (:meth:`Service.utility_analysis`, never charged, never stored, refused to analysts).
 
 The service itself releases nothing beyond what the release path charges: metadata holds
 only what the curator declared (schema, bounds, public keys) and the budget, never counts
@@ -34,13 +40,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal, Protocol
 
-from deniable.accounting.loss import PrivacyLoss
+from deniable.accounting.loss import Epsilon, PrivacyLoss, Rho, exact
 from deniable.curator.session import Session
+from deniable.curator.tune import TuneReport, UtilityAnalysis
 from deniable.errors import (
     BudgetExceeded,
     CapConflict,
@@ -55,6 +62,8 @@ from deniable.graph.sql import parse as parse_graph_sql
 from deniable.ledger import Charge, Ledger
 from deniable.ledger.analysts import AnalystInfo, Principal
 from deniable.noise.source import RandomSource
+from deniable.query.accuracy import AccuracyReport
+from deniable.query.accuracy import accuracy as query_accuracy
 from deniable.query.answer import Answer
 from deniable.query.builder import Query
 from deniable.query.catalog import ROW, TableInfo
@@ -179,6 +188,46 @@ class DatasetMetadata:
     tables: tuple[TableMetadata, ...]
     budget: BudgetView
     graphs: tuple[GraphMetadata, ...] = ()
+
+
+@dataclass(frozen=True)
+class AccuracyResult:
+    """A dry run's result (:meth:`Service.accuracy`): nothing read, nothing charged.
+
+    Attributes:
+        query: the query as written (SQL).
+        report: the expected half-width (or rank error) of every aggregate output.
+        loss: the loss the widths are for (the one asked, else the least found).
+        least: the least loss meeting every target, when targets were given.
+        target: the targets asked (half-widths by output name).
+        remaining: what the caller may still spend.
+        fits: whether ``loss`` fits what the caller may still spend.
+    """
+
+    query: str
+    report: AccuracyReport
+    loss: PrivacyLoss
+    least: PrivacyLoss | None
+    target: Mapping[str, float]
+    remaining: PrivacyLoss
+    fits: bool
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """What :meth:`Service.tune` measured (charged) and proposes (free).
+
+    Attributes:
+        table: the table's registered name.
+        report: the released histograms and the ranked proposals.
+        applied: whether the best proposal became the table's bounds in this process.
+        remaining: what the curator may still spend after the charge.
+    """
+
+    table: str
+    report: TuneReport
+    applied: bool
+    remaining: PrivacyLoss
 
 
 class Service:
@@ -659,6 +708,178 @@ class Service:
             cached=False,
         )
 
+    # -- before spending: accuracy, tuning, utility ---------------------------------------
+
+    def accuracy(
+        self,
+        principal: Caller,
+        dataset: str,
+        query: str | Query,
+        *,
+        epsilon: float | Fraction | None = None,
+        delta: float | Fraction | None = None,
+        rho: float | Fraction | None = None,
+        level: float = 0.95,
+        rows: int | None = None,
+        target: Mapping[str, float] | None = None,
+    ) -> AccuracyResult:
+        """The interval half-width each output would get, and the least loss for ``target``.
+
+        Privacy loss: none. The query is compiled (no data read) and each aggregate's own
+        interval rule is applied to the plan's noise (:mod:`deniable.query.accuracy`); the
+        ledger is only read (the caller's remaining budget), never written; no engine runs
+        and no lock is taken. ``rows`` is an assumed size per group (for AVG, VARIANCE,
+        STDDEV), never one read from the data.
+
+        With ``target`` (half-widths by output name) the least loss meeting every target is
+        searched (``Session.budget_for``); the widths are then reported at the loss asked
+        for, or, when none was given, at the least loss found.
+
+        Raises:
+            UnknownResource: no such dataset.
+            SQLError, UnsafeQuery, InvalidParameter: the query or the options are refused,
+                an unknown output in ``target``, an output with no width known in advance
+                in ``target``, or a target no budget meets.
+            LedgerTampered: the ledger failed verification at start-up.
+        """
+        session = self._session(dataset)
+        if self._graph_query(dataset, session, query) is not None:
+            raise InvalidParameter(
+                "accuracy before spending is computed for table queries; a graph query's "
+                "interval is stated with its answer"
+            )
+        text = query.to_sql() if isinstance(query, Query) else query
+        least: PrivacyLoss | None = None
+        if target is not None:
+            try:
+                least = session.budget_for(text, dict(target), rows=rows, delta=delta, level=level)
+            except (OverflowError, ZeroDivisionError) as e:
+                raise InvalidParameter(
+                    "no budget meets these targets: ask for wider half-widths"
+                ) from e
+            except InvalidParameter as e:
+                if "must be at most" not in str(e):
+                    raise
+                raise InvalidParameter(
+                    "no budget meets these targets (they would need more than the largest "
+                    "loss a query may spend): ask for wider half-widths"
+                ) from e
+            if epsilon is None and rho is None:
+                if isinstance(least, Rho):
+                    rho = least.rho
+                else:
+                    epsilon = least.epsilon
+        program = session.compile(text, epsilon=epsilon, delta=delta, rho=rho, level=level)
+        report = query_accuracy(program.plan, rows=rows)
+        loss = program.loss
+        try:
+            fits = self._ledger.can_charge(dataset, loss, analyst=principal.name)
+        except InvalidParameter:  # a loss of a kind this dataset's accountant cannot spend
+            fits = False
+        return AccuracyResult(
+            query=program.text,
+            report=report,
+            loss=loss,
+            least=least,
+            target=dict(target or {}),
+            remaining=self._ledger.remaining(dataset, analyst=principal.name),
+            fits=fits,
+        )
+
+    def tune(
+        self,
+        principal: Caller,
+        dataset: str,
+        table: str,
+        *,
+        epsilon: float | Fraction,
+        group_by: Sequence[str] = (),
+        workload_epsilon: float | Fraction = 1,
+        groups: int = 1,
+        apply: bool = False,
+    ) -> TuneResult:
+        """Measure how much people contribute (DP) and propose contribution bounds (curators).
+
+        Privacy loss: ``epsilon`` (pure ε-DP: three contribution histograms at ``ε/3``
+        each, :mod:`deniable.curator.tune`), charged to the dataset's one cap under the
+        curator's name (and its allowance, if it has one) like any release: the charge
+        commits before any noise is drawn or anything computed from the data leaves, and
+        a refusal (budget) comes before the engine runs. A measurement is never replayed.
+        The proposals are post-processing of the released histograms: free. Runs under the
+        dataset's lock.
+
+        With ``apply`` the best proposal becomes the table's ``max_groups``/``max_rows`` in
+        this service process (every later query here is bounded by it) until it restarts;
+        other worker processes keep the configured bounds, so write the proposal in the
+        configuration to keep it.
+
+        Raises:
+            Forbidden: the principal is not a curator.
+            UnknownResource: no such dataset.
+            InvalidParameter: an unknown table or column, a row-level table (nothing to
+                tune), ε not positive.
+            BudgetExceeded: ``epsilon`` does not fit what is left (nothing spent).
+            LedgerTampered, LedgerError: the ledger refuses or failed (nothing released).
+        """
+        _require_curator(principal)
+        session = self._session(dataset)
+        info = _private_table(session, table)
+        if info.policy.privacy_unit is None:
+            raise InvalidParameter(
+                f'table {info.name!r} protects single rows (privacy_unit = "row"): each '
+                "person adds one row, so there are no contribution bounds to tune"
+            )
+        columns = [info.column(g).name for g in group_by]
+        eps = exact(epsilon, "epsilon")
+        if eps <= 0:
+            raise InvalidParameter("epsilon must be > 0 (the privacy loss of the measurement)")
+        loss = Epsilon(epsilon=eps)
+        mine = self._ledger.budget_filter(dataset, analyst=principal.name)
+        if not mine.can_charge(loss):  # before the engine runs; the charge re-checks
+            raise BudgetExceeded(
+                f"measuring the contributions costs ε = {float(eps):g}, which does not fit "
+                f"what is left to {principal.name!r} of dataset {dataset!r}; nothing was spent",
+                requested=loss,
+                remaining=mine.remaining_for(loss),
+            )
+        with self._locks[dataset]:
+            report = session.tune(
+                info.name,
+                epsilon=eps,
+                group_by=columns,
+                workload_epsilon=workload_epsilon,
+                groups=groups,
+                apply=apply,
+                analyst=principal.name,
+            )
+        return TuneResult(
+            table=info.name,
+            report=report,
+            applied=apply,
+            remaining=self._ledger.remaining(dataset, analyst=principal.name),
+        )
+
+    def utility_analysis(
+        self, principal: Caller, dataset: str, table: str, *, group_by: Sequence[str] = ()
+    ) -> UtilityAnalysis:
+        """NON-PRIVATE: the exact share of rows each candidate policy keeps (curators only).
+
+        Privacy loss: none is accounted, because none is promised — the result is computed
+        from the rows exactly, without noise. It is for the curator, who holds the data:
+        never charged, never written to the ledger, never stored or replayed as an answer,
+        refused to analysts. Runs under the dataset's lock (the engine is shared).
+
+        Raises:
+            Forbidden: the principal is not a curator.
+            UnknownResource: no such dataset.
+            InvalidParameter: an unknown table or column, a row-level table.
+        """
+        _require_curator(principal)
+        session = self._session(dataset)
+        info = _private_table(session, table)
+        with self._locks[dataset]:
+            return session.utility_analysis(info.name, group_by=list(group_by))
+
     # -- history --------------------------------------------------------------------------
 
     def history(self, principal: Caller, dataset: str) -> list[Charge]:
@@ -733,6 +954,19 @@ class Service:
 
 def _analyst_of(principal: Caller | None) -> str | None:
     return None if principal is None or principal.role == "curator" else principal.name
+
+
+def _private_table(session: Session, table: str) -> TableInfo:
+    """The session's private table named ``table`` (case-blind).
+
+    Raises:
+        InvalidParameter: no private table by that name (names the declared ones).
+    """
+    for name, info in session.tables.items():
+        if name.lower() == str(table).lower() and not info.public:
+            return info
+    private = [n for n, i in session.tables.items() if not i.public]
+    raise InvalidParameter(f"no private table named {table!r}; private tables: {private}")
 
 
 def _require_curator(principal: Caller) -> None:

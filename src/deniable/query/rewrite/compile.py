@@ -79,7 +79,7 @@ from sqlglot.errors import ErrorLevel, SqlglotError
 
 from deniable.engines.base import SAMPLE_ALIAS, Capabilities
 from deniable.errors import InternalError, UnsafeQuery
-from deniable.query.catalog import Column, ColumnKind
+from deniable.query.catalog import Bounds, Column, ColumnKind
 from deniable.query.measures import (
     ClampedMeasure,
     DistinctValues,
@@ -1343,6 +1343,68 @@ def compile_plan(
         statement=statement,
         distinct_parts=distinct_parts,
     )
+
+
+DIAGNOSTIC_RULES = ("max_groups", "max_rows")
+"""The bounding rules whose cut people are counted (then one per clamped column)."""
+
+
+def diagnostics_statement(
+    plan: DPPlan, caps: Capabilities, table: str, clamps: Sequence[tuple[Column, Bounds]]
+) -> str:
+    """One row: the people the query's rows belong to, and how many of them each rule cut.
+
+    Columns ``people``, ``max_groups`` (people with more partitions than ``max_groups``),
+    ``max_rows`` (people with a partition of more than ``max_rows`` rows) and ``clamp<i>``
+    (people with a value of ``clamps[i]``'s column outside its bounds), over the rows the
+    query reads (its WHERE, public domains, a non-NULL unit). A person counts at most once
+    in each column: each has sensitivity 1. Single-table queries only (the caller refuses
+    joins). Computes aggregates only; releases nothing by itself.
+    """
+    kinds = column_kinds(plan)
+    s = _Sql(caps, kinds)
+    unit_name = plan.query.table.policy.privacy_unit
+    assert unit_name is not None
+    u = canonical_unit_expression(plan.query.table.column(unit_name), caps)
+    keys = [_alias(s.ref(k), f"__k{i}") for i, k in enumerate(plan.keys)]
+    outside = []
+    for i, (column, bounds) in enumerate(clamps):
+        x = _cast(s.ref(column), _T.DOUBLE)
+        lo, hi = s.double(float(bounds.lower)), s.double(float(bounds.upper))
+        out = _or(exp.LT(this=x, expression=lo), exp.GT(this=x.copy(), expression=hi))
+        hit = _case([(out, _int(1))], _int(0))
+        outside.append(_alias(exp.Max(this=hit), f"__c{i}"))
+    filters = where_conditions(plan, caps)
+    per_pair = _select(
+        [_alias(u, "__u"), *keys, _alias(exp.Count(this=exp.Star()), "__n"), *outside],
+        _relation(table, SOURCE),
+        where=_and(*filters) if filters else None,
+        group=[_ref("__u"), *(_ref(f"__k{i}") for i in range(len(keys)))],
+    )
+    m, r = plan.max_groups, plan.max_rows
+
+    def flag(cond: exp.Expression, name: str) -> exp.Expression:
+        return _alias(_case([(cond, _int(1))], _int(0)), name)
+
+    per_person = _select(
+        [
+            flag(exp.GT(this=exp.Count(this=exp.Star()), expression=_int(m)), "__g"),
+            flag(exp.GT(this=exp.Max(this=_ref("__n")), expression=_int(r)), "__r"),
+            *(_alias(exp.Max(this=_ref(f"__c{i}")), f"__c{i}") for i in range(len(clamps))),
+        ],
+        _subquery(per_pair, "__pp"),
+        group=[_ref("__u")],
+    )
+    totals = [
+        _alias(_cast(exp.Count(this=exp.Star()), _T.BIGINT), "people"),
+        _alias(_cast(_sum(caps, _ref("__g")), _T.BIGINT), "max_groups"),
+        _alias(_cast(_sum(caps, _ref("__r")), _T.BIGINT), "max_rows"),
+        *(
+            _alias(_cast(_sum(caps, _ref(f"__c{i}")), _T.BIGINT), f"clamp{i}")
+            for i in range(len(clamps))
+        ),
+    ]
+    return render(_select(totals, _subquery(per_person, "__per")), caps.dialect, copy=False)
 
 
 def key_as_text(column: Column) -> bool:
