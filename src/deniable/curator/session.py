@@ -50,7 +50,7 @@ from deniable.query.accuracy import AccuracyReport
 from deniable.query.accuracy import accuracy as query_accuracy
 from deniable.query.accuracy import budget_for as query_budget_for
 from deniable.query.answer import Answer, show_loss
-from deniable.query.builder import Query
+from deniable.query.builder import Query, quantile
 from deniable.query.catalog import (
     MAX_PUBLIC_KEYS,
     ROW,
@@ -818,10 +818,11 @@ class Session:
         best = choices[0]
         proposed: dict[str, tuple[float, float]] = {}
         for column, (low, high) in search.items():
-            quoted = exp.to_identifier(column, quoted=True).sql()
+            question = self.table(info.name).agg(
+                quantile(column, lo_q).alias("lo"), quantile(column, hi_q).alias("hi")
+            )
             answer = self.sql(
-                f"SELECT QUANTILE({quoted}, {float(lo_q)!r}) AS lo, "
-                f"QUANTILE({quoted}, {float(hi_q)!r}) AS hi FROM {info.name}",
+                question,
                 epsilon=(total - share) / len(search),
                 bounds={column: (low, high)},
                 max_groups=best.max_groups,
