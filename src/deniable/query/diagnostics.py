@@ -24,12 +24,13 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
+import numpy.typing as npt
 
 from deniable.accounting.loss import Epsilon, Number, exact
 from deniable.engines.base import Engine, TableBinding
 from deniable.errors import InvalidParameter
 from deniable.ledger import Ledger
-from deniable.mechanisms import geometric
+from deniable.mechanisms import Release, geometric
 from deniable.noise.source import RandomSource
 from deniable.query.catalog import Bounds, Column
 from deniable.query.execute import precheck_budget
@@ -96,6 +97,18 @@ def _clamps(plan: DPPlan) -> list[tuple[Column, Bounds]]:
     return list(seen.values())
 
 
+def release_counts(
+    exact_counts: npt.NDArray[np.int64], epsilon: Fraction, source: RandomSource | None = None
+) -> Release:
+    """Noise the diagnostics' ``k`` counts together: L1 sensitivity ``k``, ``ε``-DP.
+
+    Each count (people, and each rule's cut people) moves by at most one between
+    neighbours. Call only after the charge. A 2-D input noises each row alike (tests).
+    """
+    k = exact_counts.shape[-1]
+    return geometric(exact_counts, sensitivity=k, epsilon=epsilon, source=source)
+
+
 def bounding_diagnostics(
     plan: DPPlan,
     engine: Engine,
@@ -147,7 +160,7 @@ def bounding_diagnostics(
         details={"diagnostics": {"rules": names, "epsilon": str(eps)}},
     )
     # Only now, after the commit, is anything computed from the data released.
-    release = geometric(exact_counts, sensitivity=k, epsilon=eps, source=source)
+    release = release_counts(exact_counts, eps, source)
     noisy = np.asarray(release.value, dtype=np.int64)
     lo, hi = release.interval(1 - (1 - level) / 2)  # two counts per share: union bound
     people = max(int(noisy[0]), 0)
