@@ -60,7 +60,24 @@ class _LazyGroup(click.Group):
             return click.Command(cmd_name, short_help=SHORT_HELP.get(cmd_name))
         module = importlib.import_module(module_name)
         command: click.Command = module.command
+        command.help = help_text(command.help)
         return command
+
+
+def help_text(text: str | None) -> str | None:
+    r"""A command's help as click reads it, from a raw docstring.
+
+    Docstrings are raw strings, so a ``\b`` line (click's mark: keep the next paragraph's
+    lines as they are) arrives as the two characters backslash and ``b``, and an example's
+    line continuation ``\\`` as two backslashes; click would re-flow the examples into one
+    paragraph and print both literally. Here they become click's mark and one backslash.
+    """
+    if text is None:
+        return None
+    lines = [
+        line.replace("\\b", "\b") if line.strip() == "\\b" else line for line in text.splitlines()
+    ]
+    return "\n".join(line.replace("\\\\", "\\") for line in lines)
 
 
 def _listing(ctx: click.Context) -> bool:
