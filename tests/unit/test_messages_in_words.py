@@ -74,3 +74,24 @@ def test_sensitivities_are_shown_in_the_values_units(tmp_path: Path) -> None:
         plan = s.plan("SELECT SUM(v) AS s FROM t", epsilon=1)
         recorded = plan.measures[0].describe()["sensitivity_in_value_units"]
         assert abs(float(Fraction(str(recorded))) - 300) < 1e-4  # the grid's rounding of 100
+
+
+def test_keys_are_labels_and_values_are_quantities(tmp_path: Path) -> None:
+    """A year key prints as 1990 (issue 23: the demo printed 1,990); counts keep 1,234."""
+    import io
+
+    import pandas as pd
+    from rich.console import Console
+
+    from deniable import Session
+
+    with Session(budget=Epsilon(epsilon=1000), ledger=tmp_path / "y.db") as s:
+        frame = pd.DataFrame({"uid": range(4000), "year": [1990, 1991] * 2000})
+        s.add_table("t", frame, privacy_unit="uid", max_groups=1, max_rows=1,
+                    public_keys={"year": [1990, 1991]})  # fmt: skip
+        answer = s.sql("SELECT year, COUNT(*) AS n FROM t GROUP BY year", epsilon=500)
+        out = io.StringIO()
+        Console(file=out, width=200).print(answer)
+        text = out.getvalue()
+        assert "1990" in text and "1,990" not in text
+        assert "2,000" in text  # each count is 2,000 ± a fraction at ε = 500

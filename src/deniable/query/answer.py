@@ -436,8 +436,14 @@ class Answer:
         cols = self.columns
         for c in cols:
             table.add_column(c, justify="right" if _numeric(self._frame[c]) else "left")
+        # released values are quantities (1,234,568); group keys are labels (a year 1990)
+        measured = set(self.metadata.mechanisms)
+        grouped = [
+            c in measured or any(c == f"{m}_low" or c == f"{m}_high" for m in measured)
+            for c in cols
+        ]
         for row in self._frame.itertuples(index=False):
-            table.add_row(*(_cell(v) for v in row))
+            table.add_row(*(_cell(v, grouping=g) for v, g in zip(row, grouped, strict=True)))
         yield table
         yield Text(self.summary(), style="dim")
         yield Text(f"rows: {self.row_policy}", style="dim")
@@ -447,13 +453,13 @@ def _numeric(series: pd.Series) -> bool:
     return bool(pd.api.types.is_numeric_dtype(series))
 
 
-def _cell(v: object) -> str:
+def _cell(v: object, *, grouping: bool = True) -> str:
     if v is None or v is pd.NA:
         return "NULL"
     if isinstance(v, bool | np.bool_ | str):
         return str(v)
     if isinstance(v, int | float | np.integer | np.floating):
-        return format_number(v, grouping=True)
+        return format_number(v, grouping=grouping)
     return str(v)
 
 
