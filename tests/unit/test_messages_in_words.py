@@ -95,3 +95,23 @@ def test_keys_are_labels_and_values_are_quantities(tmp_path: Path) -> None:
         text = out.getvalue()
         assert "1990" in text and "1,990" not in text
         assert "2,000" in text  # each count is 2,000 ± a fraction at ε = 500
+
+
+def test_html_keeps_narrow_intervals_apart() -> None:
+    """Four digits showed 0.5375 / 0.5375 / 0.5375 (issue 23); now each row gets enough."""
+    import pandas as pd
+
+    from deniable.accounting.loss import Epsilon as Eps
+    from deniable.query.answer import Answer, AnswerMetadata
+
+    frame = pd.DataFrame(
+        {"share": [0.53751, 0.5], "share_low": [0.53748, 0.4], "share_high": [0.53754, 0.6]}
+    )
+    meta = AnswerMetadata(
+        query="q", loss=Eps(epsilon=1), cost=Eps(epsilon=1), remaining=Eps(epsilon=1),
+        level=0.95, bounds={}, max_groups=1, max_rows=1, privacy_unit="uid",
+        mechanisms={"share": "x"},
+    )  # fmt: skip
+    html = Answer(frame, meta)._repr_html_()
+    assert "0.53751" in html and "0.53748" in html and "0.53754" in html
+    assert "<td>0.5</td>" in html and "<td>0.4</td>" in html  # short where short is enough

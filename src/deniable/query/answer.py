@@ -394,9 +394,13 @@ class Answer:
 
     def _repr_html_(self) -> str:
         shown = self._frame.copy()
+        digits = _interval_digits(self._frame)
         for c in shown.columns:
             if _numeric(shown[c]):
-                shown[c] = [format_number(v, grouping=False) for v in shown[c]]
+                shown[c] = [
+                    format_number(v, grouping=False, digits=digits.get(c, [4] * len(shown))[i])
+                    for i, v in enumerate(shown[c])
+                ]
         html = shown.to_html(index=False, na_rep="NULL")
         return (
             f"{html}<p><small>{html_escape(self.summary())}<br>"
@@ -449,6 +453,34 @@ class Answer:
         yield Text(f"rows: {self.row_policy}", style="dim")
 
 
+def _interval_digits(frame: pd.DataFrame) -> dict[str, list[int]]:
+    """Per row, the significant digits that keep a value and its interval's ends apart.
+
+    Four digits collapse a narrow interval (``0.5375 / 0.5375 / 0.5375``); each row of a
+    value ``x`` with ``x_low``/``x_high`` gets the fewest digits (4 to 12) at which the three
+    print differently wherever they differ.
+    """
+    out: dict[str, list[int]] = {}
+    for c in frame.columns:
+        low, high = f"{c}_low", f"{c}_high"
+        if low not in frame.columns or high not in frame.columns or not _numeric(frame[c]):
+            continue
+        per_row = []
+        for v, lo, hi in zip(frame[c], frame[low], frame[high], strict=True):
+            triple = [x for x in (v, lo, hi) if isinstance(x, int | float | np.number)]
+            distinct = len({float(x) for x in triple})
+            d = 4
+            while (
+                d < 12
+                and len({format_number(x, grouping=False, digits=d) for x in triple}) < distinct
+            ):
+                d += 1
+            per_row.append(d)
+        for name in (c, low, high):
+            out[name] = per_row
+    return out
+
+
 def _numeric(series: pd.Series) -> bool:
     return bool(pd.api.types.is_numeric_dtype(series))
 
@@ -463,7 +495,7 @@ def _cell(v: object, *, grouping: bool = True) -> str:
     return str(v)
 
 
-def format_number(v: object, *, grouping: bool) -> str:
+def format_number(v: object, *, grouping: bool, digits: int = 4) -> str:
     """A number for people: integer digits are never lost, nor shown in exponent form.
 
     Integers print in full; floats with 4 significant digits below 10^6 (fewer decimals as
@@ -497,9 +529,9 @@ def format_number(v: object, *, grouping: bool) -> str:
     if abs(x) >= 1e6:
         return f"{round(x):{comma}d}"
     if abs(x) >= 1:
-        decimals = max(0, 4 - len(str(int(abs(x)))))
+        decimals = max(0, digits - len(str(int(abs(x)))))
         text = f"{x:{comma}.{decimals}f}"
         text = text.rstrip("0").rstrip(".") if "." in text else text
     else:
-        text = f"{x:.4g}"  # 0.000123 stays fixed; exponent form from 1e-05 down
+        text = f"{x:.{digits}g}"  # 0.000123 stays fixed; exponent form from 1e-05 down
     return "0" if text in ("-0", "0") else text
