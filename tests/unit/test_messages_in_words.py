@@ -115,3 +115,22 @@ def test_html_keeps_narrow_intervals_apart() -> None:
     html = Answer(frame, meta)._repr_html_()
     assert "0.53751" in html and "0.53748" in html and "0.53754" in html
     assert "<td>0.5</td>" in html and "<td>0.4</td>" in html  # short where short is enough
+
+
+def test_a_bad_function_argument_is_a_typed_refusal(tmp_path: Path) -> None:
+    """DATE_TRUNC(school, …) in a WHERE was an EngineError (HTTP 500, issue 23); it is a
+    SQLError (a 400) decided when the query is bound, before any row is read."""
+    import pandas as pd
+
+    from deniable import ROW, Session
+    from deniable.errors import SQLError
+
+    with Session(budget=Epsilon(epsilon=5), ledger=tmp_path / "d.db") as s:
+        s.add_table("t", pd.DataFrame({"school": ["a", "b"] * 10}), privacy_unit=ROW)
+        with pytest.raises(SQLError, match="DATE_TRUNC's part name"):
+            s.sql(
+                "SELECT COUNT(*) AS n FROM t "
+                "WHERE DATE_TRUNC(school, DATE '2020-01-01') > DATE '2019-01-01'",
+                epsilon=1,
+            )
+        assert s.budget.spent == Epsilon(epsilon=0)

@@ -469,6 +469,15 @@ class DuckDBEngine:
             runner(sql)
         except (duckdb.BinderException, duckdb.ParserException, duckdb.CatalogException) as e:
             refused = str(e).splitlines()[0]  # about the generated SQL and the schema only
+        except duckdb.ConversionException:
+            # Binding folds the query's constants (DATE_TRUNC(col, …)'s part name, a cast
+            # of a literal): a conversion that fails here comes from the query's text and
+            # the schema, read before any row. Its message may quote the literal: not kept.
+            refused = (
+                "a conversion fails on the query's own constants or types (for example a "
+                "function given a column where it needs a constant, such as DATE_TRUNC's "
+                "part name); check the functions' arguments"
+            )
         except duckdb.Error as e:  # e.g. a file source changed since it was bound
             failure = type(e).__name__  # the message may quote a row: keep only the class
         # Raised outside the handlers: DuckDB's exception is not even the __context__.
