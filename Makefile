@@ -3,17 +3,24 @@
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
+RUNTIME := $(VENV)/.runtime
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-slow lint bench bench-compare clean
 
-$(STAMP): pyproject.toml
+# The runtime only (what `make demo` needs); the dev set (tests, linters, PySpark,
+# Playwright…) on top of it for everything else.
+$(RUNTIME): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	@touch $(RUNTIME)
+
+$(STAMP): $(RUNTIME)
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(RUNTIME)
 	$(BIN)/python -m deniable.demo
 
 # Every core (pytest-xdist). --dist loadfile keeps each test module on one worker, so
