@@ -39,3 +39,38 @@ def test_budget_json_error_names_the_config_key(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["budget", "--config", str(config), "--json"])
     assert result.exit_code == 1
     assert "ledger" in json.loads(result.stdout)["error"]["message"]
+
+
+CONFIG = """
+ledger = "ledger.db"
+[datasets.d]
+source = "d.csv"
+privacy_unit = "row"
+budget = {{ epsilon = {cap} }}
+"""
+
+
+def test_a_failed_start_exits_6_and_names_the_cause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A changed budget made every worker die while `serve` exited 0 (issue 23)."""
+    import deniable.server.run as run
+    from deniable.server.config import load_config
+    from deniable.server.service import Service
+
+    (tmp_path / "d.csv").write_text("x\n1\n2\n")
+    config = tmp_path / "s.toml"
+    config.write_text(CONFIG.format(cap=1))
+    Service(load_config(config)).close()  # the ledger now records ε = 1 for d
+    config.write_text(CONFIG.format(cap=2))
+    started: list[object] = []
+    monkeypatch.setattr("uvicorn.run", lambda *a, **k: started.append(a))
+    for workers in ("1", "2"):
+        result = CliRunner().invoke(main, ["serve", "--config", str(config), "--workers", workers])
+        assert result.exit_code == 6, result.output
+        assert "could not start" in result.output
+        assert "budget is ε = 2 but the ledger recorded ε = 1" in result.output
+    assert started == []  # no worker was started
+    config.write_text(CONFIG.format(cap=1))
+    assert CliRunner().invoke(main, ["serve", "--config", str(config)]).exit_code == 0
+    assert len(started) == 1 and run.CONFIG_ENV

@@ -70,6 +70,7 @@ class ExitCode(IntEnum):
     BUDGET_EXCEEDED = 3
     LEDGER = 4
     REFUSED = 5
+    START_FAILED = 6
 
 
 EXIT_CODES_HELP = """\b
@@ -80,6 +81,7 @@ Exit codes:
   3  budget exceeded: nothing was spent or released
   4  ledger tampered, or the ledger cannot be read or written
   5  query refused (unsafe, or SQL that does not parse): nothing was spent
+  6  serve: the service could not start (the cause is printed); nothing is served
 
 \b
 Every command takes --help; most take --json for scripts (errors included).

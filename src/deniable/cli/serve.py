@@ -36,7 +36,12 @@ def command(config_path: Path, host: str, port: int, workers: int) -> None:
     Listens on loopback by default; put it behind TLS before exposing it. Analysts
     authenticate with the tokens of `deniable analyst add`.
     """
-    from deniable.server.run import serve
+    from deniable.cli.common import CommandFailed, ExitCode
+    from deniable.server.run import StartFailed, serve
 
-    # A bad configuration fails here (ConfigError, exit 1) before any process starts.
-    serve(config_path, host=host, port=port, workers=workers)
+    # A bad configuration fails here (ConfigError, exit 1) before any process starts; a
+    # service that cannot open its ledger or datasets fails with exit 6, naming the cause.
+    try:
+        serve(config_path, host=host, port=port, workers=workers)
+    except StartFailed as e:
+        raise CommandFailed(str(e), exit_code=ExitCode.START_FAILED, code="start_failed") from e

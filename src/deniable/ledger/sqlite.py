@@ -454,15 +454,15 @@ class Ledger:
                 self._path, timeout=float(timeout), isolation_level=None, check_same_thread=False
             )
         except sqlite3.Error as e:
-            raise LedgerError(f"cannot open the ledger at {self._path!r}") from e
+            raise LedgerError(f"cannot open the ledger at {self._path!r}: {e}") from e
         self._conn: sqlite3.Connection | None = conn
         try:
             self._configure(conn, deadline=time.monotonic() + float(timeout))
             self._inspect()
         except BaseException as e:
             self.close()
-            if isinstance(e, sqlite3.Error):
-                raise LedgerError(f"cannot open the ledger at {self._path!r}") from e
+            if isinstance(e, sqlite3.Error):  # SQLite's message names the cause, not data
+                raise LedgerError(f"cannot open the ledger at {self._path!r}: {e}") from e
             raise
 
     def _configure(self, conn: sqlite3.Connection, *, deadline: float) -> None:

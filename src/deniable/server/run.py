@@ -14,11 +14,13 @@ several workers can never overspend a cap together.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 from fastapi import FastAPI
 
-from deniable.errors import InvalidParameter
+from deniable.errors import DeniableError, InvalidParameter
 from deniable.server.app import create_app
 from deniable.server.config import load_config
 
@@ -41,6 +43,48 @@ def app_from_env() -> FastAPI:
     return create_app(path)
 
 
+class StartFailed(DeniableError):
+    """The service could not open its datasets and ledger: nothing was started."""
+
+
+def preflight(config_path: str | os.PathLike[str]) -> None:
+    """Open the configured service once, in a child process, and close it; raise its failure.
+
+    Every worker opens the service when it starts; a failure there (a ledger that cannot
+    be opened or written, a cap that differs from the recorded one) used to kill the workers
+    while the parent exited 0. It is found here instead, before any worker starts. The
+    check runs in a child process, so that nothing opened in it (engines, randomness) is
+    inherited by the workers.
+
+    Raises:
+        StartFailed: naming the failure's class and its message.
+    """
+    code = (
+        "import sys\n"
+        "from deniable.errors import DeniableError\n"
+        "from deniable.server.config import load_config\n"
+        "from deniable.server.service import Service\n"
+        "try:\n"
+        "    Service(load_config(sys.argv[1])).close()\n"
+        "except (DeniableError, OSError) as e:\n"  # written never to quote data
+        "    print(f'{type(e).__name__}: {e}', file=sys.stderr)\n"
+        "    sys.exit(1)\n"
+        "except Exception as e:\n"  # its text might quote data: its class only
+        "    print(type(e).__name__, file=sys.stderr)\n"
+        "    sys.exit(1)\n"
+    )
+    child = subprocess.run(
+        [sys.executable, "-c", code, str(config_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if child.returncode != 0:
+        lines = [line for line in child.stderr.strip().splitlines() if line.strip()]
+        cause = lines[-1] if lines else f"exit status {child.returncode}"
+        raise StartFailed(f"the service could not start, nothing is served: {cause}")
+
+
 def serve(
     config_path: str | os.PathLike[str],
     *,
@@ -61,6 +105,7 @@ def serve(
     Raises:
         ConfigError: the configuration is invalid (checked before anything starts).
         InvalidParameter: a bad port or worker count.
+        StartFailed: the service cannot open its datasets or ledger (:func:`preflight`).
     """
     import uvicorn
 
@@ -70,6 +115,7 @@ def serve(
         raise InvalidParameter("port must be an integer in [0, 65535]")
     path = Path(config_path).resolve()
     load_config(path)  # fail early, in the parent, with the key to fix (pure parsing)
+    preflight(path)
     os.environ[CONFIG_ENV] = str(path)
     uvicorn.run(
         "deniable.server.run:app_from_env",
@@ -83,8 +129,6 @@ def serve(
 
 
 if __name__ == "__main__":  # pragma: no cover - python -m deniable.server.run CONFIG [PORT [W]]
-    import sys
-
     serve(
         sys.argv[1],
         port=int(sys.argv[2]) if len(sys.argv) > 2 else 8000,

@@ -285,8 +285,9 @@ class Service:
             self._tampered = e
             return None
         except CapConflict as e:
+            recorded = self._ledger.cap(name)
             raise ConfigError(
-                f"datasets.{name}.budget is {ds.budget!r} but the ledger recorded another cap "
+                f"datasets.{name}.budget is {ds.budget} but the ledger recorded {recorded} "
                 f"for {name!r}; write the recorded cap in the configuration (a cap is changed "
                 "only by a curator, explicitly)"
             ) from e
