@@ -36,3 +36,11 @@ def test_the_check_would_catch_a_wrong_route() -> None:
     patterns = _route_patterns()
     assert not any(p.match("/v1/query") for p in patterns)
     assert not any(p.match("/v1/history") for p in patterns)
+
+
+def test_no_swagger_ui_from_a_cdn() -> None:
+    """/docs loaded Swagger UI from a CDN (a pasted token exposed to it: issue 23)."""
+    app = create_app(ROOT / "tests" / "fixtures" / "service" / "example.toml")
+    paths = {r.path for r in app.routes}
+    assert "/docs" not in paths and "/redoc" not in paths
+    assert "/openapi.json" in paths

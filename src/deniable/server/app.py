@@ -334,6 +334,10 @@ def create_app(
             "to the dataset's one privacy budget before it leaves."
         ),
         lifespan=lifespan,
+        # No Swagger UI or ReDoc: FastAPI loads them from a CDN, where a curator's token
+        # pasted into the page would be exposed. The schema stays at /openapi.json.
+        docs_url=None,
+        redoc_url=None,
     )
     buckets = TokenBuckets(settings.rate_limit.per_second, settings.rate_limit.burst)
     bearer = HTTPBearer(auto_error=False, description="a token from `deniable analyst add`")
