@@ -109,7 +109,7 @@ def test_public_decimal_domain_still_matches_the_engine_keys(tmp_path: Path) -> 
         zip(exact.decoded_keys(), exact.measures[plan.measures[0].id].tolist(), strict=True)
     )
     assert counts == {(d,): 100 for d in domain[:4]}
-    frame = session.sql(query, epsilon=100).to_pandas()
+    frame = session.sql(query, epsilon=900).to_pandas()  # sensitivity 40: scale 0.044
     assert [float(d) for d in frame["d"]] == domain
     assert frame["n"].tolist() == pytest.approx([100] * 4 + [0], abs=3)
 
