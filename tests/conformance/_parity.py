@@ -1,4 +1,7 @@
-"""The planted defect the neighbour-parity suites must catch (their negative control).
+"""What the neighbour-parity suites share: the outcome of a query, and the planted defect.
+
+:func:`outcome` classifies what one query does on one dataset (answered and charged, or
+which typed refusal with which message), checking that a refusal charges nothing.
 
 Issue 20's defect was a conversion of every partition's key to Python before the charge:
 one person's ``DATE 'infinity'`` raised ``OverflowError`` and the query failed for free.
@@ -10,7 +13,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from fractions import Fraction
 from typing import Any
+
+from deniable.curator.session import Session
+from deniable.errors import DeniableError, InvalidParameter
+
+Outcome = tuple[str, str]
+
+DEFAULT_OPTIONS: dict[str, Any] = {"epsilon": 1, "delta": Fraction(1, 10**6)}
 
 
 @contextlib.contextmanager
@@ -43,3 +54,28 @@ def planted_pre_charge_conversion(*, longest_text: int | None = None) -> Iterato
         yield
     finally:
         execute_module.read_result = original
+
+
+def outcome(session: Session, query: str, options: dict[str, Any] | None = None) -> Outcome:
+    """``("answer", "charged"|"free")`` or ``(error class, message)``; a refusal spends nothing.
+
+    ``options`` carry a δ; a query without private keys is asked without it (the refusal
+    "leave delta out" says nothing about the data, and would hide the query's real outcome).
+    """
+    options = DEFAULT_OPTIONS if options is None else options
+    before = session.budget.spent
+    try:
+        try:
+            session.sql(query, **options)
+        except InvalidParameter as e:
+            if "leave delta out" not in str(e):
+                raise
+            assert session.budget.spent == before
+            session.sql(query, **{k: v for k, v in options.items() if k != "delta"})
+    except DeniableError as e:
+        assert session.budget.spent == before, f"a refusal charged: {type(e).__name__}: {e}"
+        return type(e).__name__, str(e)
+    except Exception as e:  # an untyped error is an outcome too (and a defect of its own)
+        assert session.budget.spent == before, f"an error charged: {type(e).__name__}: {e}"
+        return f"untyped {type(e).__name__}", str(e)
+    return "answer", "free" if session.budget.spent == before else "charged"

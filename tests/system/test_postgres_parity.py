@@ -23,13 +23,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "conformance"))
 
+from _parity import outcome, planted_pre_charge_conversion
 from _postgres import PostgresServer, create_reader, shared_server, stop_shared_server
 
 psycopg = pytest.importorskip("psycopg")
 
 from deniable.accounting.loss import EpsilonDelta  # noqa: E402
 from deniable.curator.session import Session  # noqa: E402
-from deniable.errors import DeniableError, InvalidParameter  # noqa: E402
 
 # column → (PostgreSQL type, normal value over i, extreme values)
 COLUMNS: dict[str, tuple[str, str, list[str]]] = {
@@ -135,32 +135,13 @@ def sessions(
         s.close()
 
 
-def _outcome(session: Session, query: str) -> tuple[str, str]:
-    before = session.budget.spent
-    options: dict[str, object] = {"epsilon": 1, "delta": Fraction(1, 10**6)}
-    try:
-        try:
-            session.sql(query, **options)  # type: ignore[arg-type]
-        except InvalidParameter as e:
-            if "leave delta out" not in str(e):
-                raise
-            session.sql(query, epsilon=1)
-    except DeniableError as e:
-        assert session.budget.spent == before, f"a refusal charged: {e}"
-        return type(e).__name__, str(e)
-    except Exception as e:
-        assert session.budget.spent == before, f"an error charged: {e}"
-        return f"untyped {type(e).__name__}", str(e)
-    return "answer", "free" if session.budget.spent == before else "charged"
-
-
 @pytest.mark.parametrize("template", TEMPLATES)
 @pytest.mark.parametrize("column", list(COLUMNS))
 def test_one_extreme_person_never_changes_the_outcome(
     sessions: tuple[Session, Session], template: str, column: str
 ) -> None:
     query = template.format(c=column)
-    on_d, on_d2 = (_outcome(s, query) for s in sessions)
+    on_d, on_d2 = (outcome(s, query) for s in sessions)
     assert on_d == on_d2, f"{query!r}: D gives {on_d}, D′ gives {on_d2}"
     assert not on_d[0].startswith("untyped"), on_d
 
@@ -186,8 +167,6 @@ def test_extreme_keys_arrive_as_postgresql_text(sessions: tuple[Session, Session
 
 def test_control_a_pre_charge_conversion_is_caught(server: PostgresServer, tmp_path: Path) -> None:
     """The planted defect of issue 20 must make this suite fail (its negative control)."""
-    from _parity import planted_pre_charge_conversion
-
     made = []
     for name in ("d0", "d1"):
         s = Session(
@@ -203,5 +182,5 @@ def test_control_a_pre_charge_conversion_is_caught(server: PostgresServer, tmp_p
         )
         made.append(s)
     with planted_pre_charge_conversion():
-        on_d, on_d2 = (_outcome(s, "SELECT d AS g, COUNT(*) AS n FROM t GROUP BY d") for s in made)
+        on_d, on_d2 = (outcome(s, "SELECT d AS g, COUNT(*) AS n FROM t GROUP BY d") for s in made)
     assert on_d[0] == "answer" and on_d2[0] == "untyped OverflowError", (on_d, on_d2)

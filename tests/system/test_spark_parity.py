@@ -22,11 +22,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "conformance"))
 
+from _parity import outcome, planted_pre_charge_conversion
 from _spark import local_spark
 
 from deniable.accounting.loss import EpsilonDelta
 from deniable.curator.session import Session
-from deniable.errors import DeniableError, InvalidParameter
 
 # column → (Spark type, normal value over id, extreme values)
 COLUMNS: dict[str, tuple[str, str, list[str]]] = {
@@ -118,31 +118,13 @@ def sessions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Session
         s.close()
 
 
-def _outcome(session: Session, query: str) -> tuple[str, str]:
-    before = session.budget.spent
-    try:
-        try:
-            session.sql(query, epsilon=1, delta=Fraction(1, 10**6))
-        except InvalidParameter as e:
-            if "leave delta out" not in str(e):
-                raise
-            session.sql(query, epsilon=1)
-    except DeniableError as e:
-        assert session.budget.spent == before, f"a refusal charged: {e}"
-        return type(e).__name__, str(e)
-    except Exception as e:
-        assert session.budget.spent == before, f"an error charged: {e}"
-        return f"untyped {type(e).__name__}", str(e)
-    return "answer", "free" if session.budget.spent == before else "charged"
-
-
 @pytest.mark.parametrize("template", TEMPLATES)
 @pytest.mark.parametrize("column", list(COLUMNS))
 def test_one_extreme_person_never_changes_the_outcome(
     sessions: tuple[Session, Session], template: str, column: str
 ) -> None:
     query = template.format(c=column)
-    on_d, on_d2 = (_outcome(s, query) for s in sessions)
+    on_d, on_d2 = (outcome(s, query) for s in sessions)
     assert on_d == on_d2, f"{query!r}: D gives {on_d}, D′ gives {on_d2}"
     assert not on_d[0].startswith("untyped"), on_d
 
@@ -151,10 +133,8 @@ def test_control_a_size_dependent_failure_is_caught(
     sessions: tuple[Session, Session],
 ) -> None:
     """A planted pre-charge failure on the person's 100,000-character key must be caught."""
-    from _parity import planted_pre_charge_conversion
-
     with planted_pre_charge_conversion(longest_text=10_000):
         # only the person's long text matches: their one group is always kept (max_groups 2)
         query = "SELECT txt AS planted, COUNT(*) AS n FROM t WHERE length(txt) > 1000 GROUP BY txt"
-        on_d, on_d2 = (_outcome(s, query) for s in sessions)
+        on_d, on_d2 = (outcome(s, query) for s in sessions)
     assert on_d[0] == "answer" and on_d2[0] == "untyped MemoryError", (on_d, on_d2)

@@ -34,11 +34,10 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "conformance"))
 
-from _parity import planted_pre_charge_conversion
+from _parity import Outcome, outcome, planted_pre_charge_conversion
 
 from deniable.accounting import EpsilonDelta
 from deniable.curator.session import Session
-from deniable.errors import DeniableError, InvalidParameter
 
 # column → (DuckDB type, normal value as SQL over i, extreme values as SQL literals)
 COLUMNS: dict[str, tuple[str, str, list[str]]] = {
@@ -201,33 +200,6 @@ OPTIONS: list[dict[str, Any]] = [
     {"epsilon": 1, "delta": Fraction(1, 10**6), "quantile_grid": 100_000},
     {"epsilon": Fraction(1, 3), "delta": Fraction(1, 10**9), "max_groups": 1, "max_rows": 1},
 ]
-
-
-Outcome = tuple[str, str]
-
-
-def outcome(session: Session, query: str, options: dict[str, Any]) -> Outcome:
-    """``("answer", "charged"|"free")`` or ``(error class, message)``; a refusal spends nothing.
-
-    ``options`` carry a δ; a query without private keys is asked without it (the refusal
-    "leave delta out" says nothing about the data, and would hide the query's real outcome).
-    """
-    before = session.budget.spent
-    try:
-        try:
-            session.sql(query, **options)
-        except InvalidParameter as e:
-            if "leave delta out" not in str(e):
-                raise
-            assert session.budget.spent == before
-            session.sql(query, **{k: v for k, v in options.items() if k != "delta"})
-    except DeniableError as e:
-        assert session.budget.spent == before, f"a refusal charged: {type(e).__name__}: {e}"
-        return type(e).__name__, str(e)
-    except Exception as e:  # an untyped error is an outcome too (and a defect of its own)
-        assert session.budget.spent == before, f"an error charged: {type(e).__name__}: {e}"
-        return f"untyped {type(e).__name__}", str(e)
-    return "answer", "free" if session.budget.spent == before else "charged"
 
 
 def parity(pair: Pair, query: str, options: dict[str, Any]) -> tuple[Outcome, Outcome]:
