@@ -400,3 +400,17 @@ def test_openapi_documents_the_new_routes(client: TestClient) -> None:
     assert schemas["TuneRequest"]["properties"]["groups"]["type"] == "integer"
     assert "examples" in schemas["AccuracyRequest"]
     assert schemas["UtilityAnalysisResponse"]["properties"]["non_private"]["const"] is True
+
+
+def test_failed_authentication_is_rate_limited(client: TestClient) -> None:
+    """Guessing tokens was never slowed down (issue 23): after a burst of failures the
+    address is refused with 429 before any token is looked at."""
+    from deniable.server.app import FAILED_AUTH_BURST
+
+    bad = {"Authorization": "Bearer t-guess"}
+    codes = [client.get(f"{DS}/budget", headers=bad).status_code for _ in range(FAILED_AUTH_BURST)]
+    assert codes == [401] * FAILED_AUTH_BURST
+    blocked = client.get(f"{DS}/budget", headers=bad)
+    assert blocked.status_code == 429 and float(blocked.headers["Retry-After"]) > 0
+    # even a valid token from that address waits: the guess cannot be told apart
+    assert client.get(f"{DS}/budget", headers=auth("ann")).status_code == 429

@@ -186,6 +186,11 @@ def _responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
 # -- protections -------------------------------------------------------------------------------
 
 
+FAILED_AUTH_BURST = 20
+"""Failed authentications one client address may make at once (then one a second)."""
+FAILED_AUTH_PER_SECOND = 1.0
+
+
 class TokenBuckets:
     """Per-principal token buckets (in this process only; thread-safe).
 
@@ -200,6 +205,14 @@ class TokenBuckets:
         self._clock = clock
         self._lock = threading.Lock()
         self._state: dict[str, tuple[float, float]] = {}
+
+    def wait(self, name: str) -> float | None:
+        """Seconds until ``name`` has a token (None: it has one now); takes nothing."""
+        now = self._clock()
+        with self._lock:
+            tokens, last = self._state.get(name, (self._burst, now))
+            tokens = min(self._burst, tokens + (now - last) * self._rate)
+            return None if tokens >= 1 else (1 - tokens) / self._rate
 
     def take(self, name: str) -> float | None:
         """Take one token for ``name``; None if granted, else seconds until one is free."""
@@ -340,6 +353,9 @@ def create_app(
         redoc_url=None,
     )
     buckets = TokenBuckets(settings.rate_limit.per_second, settings.rate_limit.burst)
+    # Failed authentications per client address: FAILED_AUTH_BURST at once, then one a
+    # second; beyond that the address is refused (429) before any token is looked at.
+    failures = TokenBuckets(FAILED_AUTH_PER_SECOND, FAILED_AUTH_BURST)
     bearer = HTTPBearer(auto_error=False, description="a token from `deniable analyst add`")
 
     def service() -> Service:
@@ -349,13 +365,23 @@ def create_app(
         return s
 
     def caller(
+        request: Request,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
     ) -> Caller:
+        address = request.client.host if request.client is not None else "unknown"
+        blocked = failures.wait(address)
+        if blocked is not None:
+            raise RateLimited(
+                f"too many failed authentications from this address; retry in {blocked:.2f} s",
+                retry_after=blocked,
+            )
         if credentials is None or credentials.scheme.lower() != "bearer":
+            failures.take(address)
             raise Unauthenticated("send Authorization: Bearer <token>")
         token = credentials.credentials
         who = (authenticate or service().authenticate)(token)
         if who is None:
+            failures.take(address)
             raise Unauthenticated("unknown or revoked token")
         wait = buckets.take(who.name)
         if wait is not None:
