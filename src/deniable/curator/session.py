@@ -19,7 +19,7 @@ import dataclasses
 import json
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from types import MappingProxyType
@@ -65,7 +65,7 @@ from deniable.query.catalog import (
 from deniable.query.diagnostics import bounding_diagnostics
 from deniable.query.execute import execute, run_bounded
 from deniable.query.plan import QUANTILE_GRID, DPPlan
-from deniable.query.program import QueryOptions, QueryProgram
+from deniable.query.program import QueryOptions, QueryProgram, plans_at
 from deniable.query.program import compile as compile_query
 from deniable.query.release import ExactAggregates
 from deniable.query.rewrite.compile import CompiledQuery, Secrets, unit_identity_sql
@@ -705,6 +705,22 @@ class Session:
         )
         return compile_query(query, self._tables, options)
 
+    def _planner(self, query: str | Query, **options: Any) -> Callable[[Fraction], DPPlan]:
+        """``query`` parsed and validated once, planned at any total budget (ε or ρ)."""
+        text = query.to_sql() if isinstance(query, Query) else query
+        rho = isinstance(self._budget, Rho)
+        known = {"delta", "split", "bounds", "max_groups", "max_rows", "level", "quantile_grid"}
+        unknown = set(options) - known
+        if unknown:
+            raise InvalidParameter(f"unknown options {sorted(unknown)}")
+        settings = QueryOptions(
+            budget_kind=Rho if rho else type(self._budget),
+            epsilon=None if rho else Fraction(1),
+            rho=Fraction(1) if rho else None,
+            **options,
+        )
+        return plans_at(text, self._tables, settings)
+
     def accuracy(
         self, query: str | Query, *, rows: int | None = None, **options: Any
     ) -> AccuracyReport:
@@ -740,12 +756,8 @@ class Session:
         if "epsilon" in options or "rho" in options:
             raise InvalidParameter("budget_for finds epsilon (or rho): leave them out")
         name = "rho" if isinstance(self._budget, Rho) else "epsilon"
-
-        def plan_at(b: Fraction) -> DPPlan:
-            if name == "rho":
-                return self.plan(query, rho=b, delta=delta, **options)
-            return self.plan(query, epsilon=b, delta=delta, **options)
-
+        # parsed and validated once, planned at each budget tried (a dozen or so)
+        plan_at = self._planner(query, delta=delta, **options)
         found = query_budget_for(plan_at, target, rows=rows)
         if name == "rho":
             return Rho(rho=found)

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from deniable.accounting.loss import PrivacyLoss
+from deniable.accounting.loss import PrivacyLoss, Rho
 from deniable.engines.base import Capabilities
 from deniable.mechanisms.events import PrivacyEvent
 from deniable.query.answer import loss_to_json
@@ -160,6 +160,47 @@ def compile(query: str, catalog: Mapping[str, TableInfo], options: QueryOptions)
         quantile_grid=options.quantile_grid,
     )
     return QueryProgram(plan=plan, cache_key=_cache_key(plan, options))
+
+
+def plans_at(
+    query: str, catalog: Mapping[str, TableInfo], options: QueryOptions
+) -> Callable[[Fraction], DPPlan]:
+    """Parse and validate ``query`` once; plan it at any total budget (ε, or ρ).
+
+    For budget searches (:func:`deniable.query.accuracy.budget_for`): each plan equals
+    :func:`compile`'s at that budget (``options``' own ε or ρ is replaced), without parsing
+    the text again. Reads no data.
+
+    Raises:
+        SQLError, UnsafeQuery, InvalidParameter: as :func:`compile`, when first called for
+            the text and when a budget is planned.
+    """
+    parsed = parse(query)
+    validated = validate(
+        parsed,
+        catalog,
+        bounds=options.bounds,
+        max_groups=options.max_groups,
+        max_rows=options.max_rows,
+    )
+
+    def at(budget: Fraction) -> DPPlan:
+        rho = options.budget_kind is Rho
+        requested = requested_loss(
+            options.budget_kind,
+            epsilon=None if rho else budget,
+            delta=options.delta,
+            rho=budget if rho else None,
+        )
+        return make_plan(
+            validated,
+            requested,
+            split=options.split,
+            level=options.level,
+            quantile_grid=options.quantile_grid,
+        )
+
+    return at
 
 
 def _policy_json(info: TableInfo) -> dict[str, object]:
