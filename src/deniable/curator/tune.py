@@ -109,6 +109,32 @@ def _bin(value: exp.Expression) -> exp.Expression:
     return exp.Case(ifs=ifs, default=exp.Literal.number(0))
 
 
+def _rows_per_pair(
+    engine: Engine, binding: TableBinding, unit: Column, groups: Sequence[str]
+) -> exp.Select:
+    """``__u`` (the canonical unit), ``__g<i>`` (the groups) and ``__n``, its rows there.
+
+    One row per (person, group) of the table; rows without a unit belong to no one.
+    """
+    src = exp.to_identifier(SOURCE)
+    keys = [exp.Column(this=identifier(g), table=src.copy()) for g in groups]
+    return (
+        exp.select(
+            exp.alias_(canonical_unit_expression(unit, engine.capabilities), "__u"),
+            *(exp.alias_(k, f"__g{i}") for i, k in enumerate(keys)),
+            exp.alias_(exp.Count(this=exp.Star()), "__n"),
+        )
+        .from_(exp.Table(this=identifier(binding.name), alias=exp.TableAlias(this=src.copy())))
+        .where(
+            exp.Is(
+                this=exp.Column(this=identifier(unit.name), table=src.copy()),
+                expression=exp.Not(this=exp.Null()),
+            )
+        )
+        .group_by(exp.column("__u"), *(exp.column(f"__g{i}") for i in range(len(keys))))
+    )
+
+
 def contribution_statement(
     engine: Engine, binding: TableBinding, unit: Column, groups: Sequence[str]
 ) -> str:
@@ -118,31 +144,12 @@ def contribution_statement(
     :data:`KINDS`. Rows whose unit is NULL belong to no one and are left out.
     """
     caps = engine.capabilities
-    u = canonical_unit_expression(unit, caps)
-    keys = [exp.Column(this=identifier(g), table=exp.to_identifier(SOURCE)) for g in groups]
-    table = exp.Table(
-        this=identifier(binding.name), alias=exp.TableAlias(this=exp.to_identifier(SOURCE))
-    )
-    per_pair = (
-        exp.select(
-            exp.alias_(u, "__u"),
-            *(exp.alias_(k, f"__g{i}") for i, k in enumerate(keys)),
-            exp.alias_(exp.Count(this=exp.Star()), "__r"),
-        )
-        .from_(table)
-        .where(
-            exp.Is(
-                this=exp.Column(this=identifier(unit.name), table=exp.to_identifier(SOURCE)),
-                expression=exp.Not(this=exp.Null()),
-            )
-        )
-        .group_by(exp.column("__u"), *(exp.column(f"__g{i}") for i in range(len(keys))))
-    )
+    per_pair = _rows_per_pair(engine, binding, unit, groups)
     per_person = (
         exp.select(
-            exp.alias_(exp.Sum(this=exp.column("__r")), "__rows"),
+            exp.alias_(exp.Sum(this=exp.column("__n")), "__rows"),
             exp.alias_(exp.Count(this=exp.Star()), "__groups"),
-            exp.alias_(exp.Max(this=exp.column("__r")), "__top"),
+            exp.alias_(exp.Max(this=exp.column("__n")), "__top"),
         )
         .from_(exp.Subquery(this=per_pair, alias=exp.TableAlias(this=exp.to_identifier("__pp"))))
         .group_by(exp.column("__u"))
@@ -411,24 +418,7 @@ def utility_analysis(
     if not cands or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in cands):
         raise InvalidParameter("candidates must be positive integers")
     caps = engine.capabilities
-    u = canonical_unit_expression(unit, caps)
-    source = exp.TableAlias(this=exp.to_identifier(SOURCE))
-    keys = [exp.Column(this=identifier(g), table=exp.to_identifier(SOURCE)) for g in groups]
-    per_pair = (
-        exp.select(
-            exp.alias_(u, "__u"),
-            *(exp.alias_(k, f"__g{i}") for i, k in enumerate(keys)),
-            exp.alias_(exp.Count(this=exp.Star()), "__n"),
-        )
-        .from_(exp.Table(this=identifier(binding.name), alias=source))
-        .where(
-            exp.Is(
-                this=exp.Column(this=identifier(unit.name), table=exp.to_identifier(SOURCE)),
-                expression=exp.Not(this=exp.Null()),
-            )
-        )
-        .group_by(exp.column("__u"), *(exp.column(f"__g{i}") for i in range(len(keys))))
-    )
+    per_pair = _rows_per_pair(engine, binding, unit, groups)
 
     def least(r: int) -> exp.Expression:
         return exp.Least(this=exp.column("__n"), expressions=[exp.Literal.number(r)])

@@ -141,23 +141,10 @@ def compile(query: str, catalog: Mapping[str, TableInfo], options: QueryOptions)
     """
     if not isinstance(options, QueryOptions):
         raise TypeError("options must be a QueryOptions")
-    parsed = parse(query)
-    validated = validate(
-        parsed,
-        catalog,
-        bounds=options.bounds,
-        max_groups=options.max_groups,
-        max_rows=options.max_rows,
-    )
-    requested = requested_loss(
-        options.budget_kind, epsilon=options.epsilon, delta=options.delta, rho=options.rho
-    )
-    plan = make_plan(
-        validated,
-        requested,
-        split=options.split,
-        level=options.level,
-        quantile_grid=options.quantile_grid,
+    plan = _planner(query, catalog, options)(
+        requested_loss(
+            options.budget_kind, epsilon=options.epsilon, delta=options.delta, rho=options.rho
+        )
     )
     return QueryProgram(plan=plan, cache_key=_cache_key(plan, options))
 
@@ -175,23 +162,35 @@ def plans_at(
         SQLError, UnsafeQuery, InvalidParameter: as :func:`compile`, when first called for
             the text and when a budget is planned.
     """
-    parsed = parse(query)
+    plan = _planner(query, catalog, options)
+    rho = options.budget_kind is Rho
+
+    def at(budget: Fraction) -> DPPlan:
+        return plan(
+            requested_loss(
+                options.budget_kind,
+                epsilon=None if rho else budget,
+                delta=options.delta,
+                rho=budget if rho else None,
+            )
+        )
+
+    return at
+
+
+def _planner(
+    query: str, catalog: Mapping[str, TableInfo], options: QueryOptions
+) -> Callable[[PrivacyLoss], DPPlan]:
+    """``query`` parsed and validated against ``catalog`` once; plans it for a requested loss."""
     validated = validate(
-        parsed,
+        parse(query),
         catalog,
         bounds=options.bounds,
         max_groups=options.max_groups,
         max_rows=options.max_rows,
     )
 
-    def at(budget: Fraction) -> DPPlan:
-        rho = options.budget_kind is Rho
-        requested = requested_loss(
-            options.budget_kind,
-            epsilon=None if rho else budget,
-            delta=options.delta,
-            rho=budget if rho else None,
-        )
+    def plan(requested: PrivacyLoss) -> DPPlan:
         return make_plan(
             validated,
             requested,
@@ -200,7 +199,7 @@ def plans_at(
             quantile_grid=options.quantile_grid,
         )
 
-    return at
+    return plan
 
 
 def _policy_json(info: TableInfo) -> dict[str, object]:
