@@ -39,6 +39,7 @@ LAYERS: dict[str, int] = {
     "graph": 3,  # graph queries: like query, above engines, below the curator
     "cli": 4,
     "server": 4,
+    "client": 4,  # the analysts' client of the server (maps its errors to ours)
     "attacks": 4,  # drives a Session against unsafe baselines (the attack lab)
     "__init__": 4,  # the package root: an interface
     "demo": 4,  # an interface

@@ -1,0 +1,183 @@
+"""The curator's side of a deniable server: analysts, allowances, the ledger, tuning.
+
+:class:`Curator` has every verb of :class:`~deniable.client.analyst.Analyst` and the
+curator's routes. The server checks the role on every request: with an analyst's token the
+curator verbs raise :class:`~deniable.server.errors.Forbidden` (HTTP 403 ``forbidden``), and
+:func:`deniable.client.connect_curator` refuses such a token up front.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+from urllib.parse import quote
+
+from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
+from deniable.client.analyst import Amount, Analyst, _dataset_path, _exact_float
+from deniable.client.decode import (
+    AnalystRecord,
+    Budget,
+    Release,
+    analyst_from_json,
+    budget_from_json,
+    release_from_json,
+)
+from deniable.client.transport import new_idempotency_key
+from deniable.errors import InvalidParameter
+
+
+class Curator(Analyst):
+    """A connection with a curator's token: the analyst's verbs and the curator's.
+
+    Create it with :func:`deniable.client.connect_curator` (or ``client.curator`` of a
+    connection made with a curator's token).
+    """
+
+    # -- analysts ------------------------------------------------------------------------
+
+    def analysts(self) -> list[AnalystRecord]:
+        """Every registered analyst and curator, revoked ones included (never tokens)."""
+        return [analyst_from_json(a) for a in self._http.request("GET", "/v1/analysts")]
+
+    def add_analyst(self, name: str, *, role: Literal["analyst", "curator"] = "analyst") -> str:
+        """Register an analyst (or curator) and return its token — shown this once only.
+
+        Not resent after a failure once the request may have reached the server (a second
+        registration of the name would be refused and the first token lost): on
+        :class:`~deniable.client.errors.ConnectionFailed`, check :meth:`analysts`.
+
+        Raises:
+            InvalidParameter: a malformed name, or one already registered.
+        """
+        body = self._http.request(
+            "POST", "/v1/analysts", body={"name": name, "role": role}, resend="unsent"
+        )
+        token: str = body["token"]
+        return token
+
+    def revoke_analyst(self, name: str) -> None:
+        """Revoke an analyst's token; its charges stay in the ledger.
+
+        Raises:
+            UnknownResource: no analyst by that name.
+        """
+        self._http.request("DELETE", f"/v1/analysts/{quote(name, safe='')}", resend="unsent")
+
+    # -- budgets -------------------------------------------------------------------------
+
+    def allowances(self, dataset: str) -> dict[str, Budget]:
+        """Every registered analyst's budget on ``dataset``, by name."""
+        rows = self._http.request("GET", _dataset_path(dataset, "allowances"))
+        return {r["analyst"]: budget_from_json(r["budget"]) for r in rows}
+
+    def set_allowance(
+        self,
+        dataset: str,
+        analyst: str,
+        loss: PrivacyLoss | None = None,
+        *,
+        epsilon: Amount | None = None,
+        delta: Amount | None = None,
+        rho: Amount | None = None,
+    ) -> Budget:
+        """Set ``analyst``'s slice of the dataset's one cap (never budget beyond the cap).
+
+        Give ``loss`` (``Epsilon``, ``EpsilonDelta`` or ``Rho``) or the keywords
+        ``epsilon``; ``epsilon`` and ``delta``; or ``rho``. Idempotent.
+
+        Returns:
+            The analyst's budget with the new allowance.
+
+        Raises:
+            InvalidParameter: not one of the three shapes, or a value the API cannot carry
+                exactly.
+        """
+        if loss is not None:
+            if (epsilon, delta, rho) != (None, None, None):
+                raise InvalidParameter("give loss or epsilon/delta/rho, not both")
+            fields = _loss_parts(loss)
+        else:
+            given = {"epsilon": epsilon, "delta": delta, "rho": rho}
+            fields = {k: _exact_float(v, k) for k, v in given.items() if v is not None}
+        path = _dataset_path(dataset, "allowances", quote(analyst, safe=""))
+        return budget_from_json(self._http.request("PUT", path, body=fields))
+
+    # -- the ledger ----------------------------------------------------------------------
+
+    def ledger(self, dataset: str) -> list[Release]:
+        """Every release on ``dataset`` by every analyst, oldest first."""
+        rows = self._http.request("GET", _dataset_path(dataset, "ledger"))
+        return [release_from_json(r) for r in rows]
+
+    # -- contribution bounds ---------------------------------------------------------------
+
+    def tune(
+        self,
+        dataset: str,
+        table: str,
+        *,
+        epsilon: Amount,
+        group_by: Sequence[str] = (),
+        workload_epsilon: Amount = 1.0,
+        groups: int = 1,
+        apply: bool = False,
+    ) -> dict[str, Any]:
+        """Measure contributions with DP and propose ``max_groups``/``max_rows``.
+
+        Privacy loss: ``epsilon`` (pure ε-DP), charged to the curator's name against the
+        dataset's one cap. The server's ``TuneResponse`` is returned as decoded JSON
+        (``best``, ``proposals``, ``histograms``, ``configuration``…). The server ignores
+        the Idempotency-Key on this route, so the request is resent only when it never
+        reached the server.
+
+        Raises:
+            BudgetExceeded: ``epsilon`` does not fit what is left (nothing spent).
+            InvalidParameter: an unknown table or column, a row-level table.
+        """
+        body = {
+            "table": table,
+            "group_by": list(group_by),
+            "epsilon": _exact_float(epsilon, "epsilon"),
+            "workload_epsilon": _exact_float(workload_epsilon, "workload_epsilon"),
+            "groups": groups,
+            "apply": apply,
+        }
+        # The key is sent as on every charging request, but today's server ignores it on
+        # this route: so the request is still resent only when it never left the client.
+        result: dict[str, Any] = self._http.request(
+            "POST",
+            _dataset_path(dataset, "tune"),
+            body=body,
+            idempotency_key=new_idempotency_key(),
+            resend="unsent",
+        )
+        return result
+
+    def utility_analysis(
+        self, dataset: str, table: str, *, group_by: Sequence[str] = ()
+    ) -> dict[str, Any]:
+        """NON-PRIVATE: the exact share of rows each candidate policy keeps.
+
+        Privacy loss: none is accounted because none is promised — the numbers are exact,
+        computed from the rows without noise, for the curator only (never share them with
+        analysts). Returned as the server's decoded JSON (``non_private`` is true).
+        """
+        result: dict[str, Any] = self._http.request(
+            "POST",
+            _dataset_path(dataset, "utility-analysis"),
+            body={"table": table, "group_by": list(group_by)},
+        )
+        return result
+
+
+def _loss_parts(loss: PrivacyLoss) -> dict[str, float]:
+    if isinstance(loss, Epsilon):
+        return {"epsilon": _exact_float(loss.epsilon, "epsilon")}
+    if isinstance(loss, EpsilonDelta):
+        return {
+            "epsilon": _exact_float(loss.epsilon, "epsilon"),
+            "delta": _exact_float(loss.delta, "delta"),
+        }
+    if isinstance(loss, Rho):
+        return {"rho": _exact_float(loss.rho, "rho")}
+    raise InvalidParameter(f"loss must be Epsilon, EpsilonDelta or Rho, not {type(loss).__name__}")
