@@ -112,9 +112,12 @@ def run(name: str, people: int, eps: Fraction, repeat: int, tmp: Path) -> dict[s
         picks.append((best.max_groups, best.max_rows))
         tuned_errors.append(rmse(s, truth, best.max_groups, best.max_rows, eps * 4 / 5))
     s.set_bounds("t", max_groups=1, max_rows=1)
-    t0 = time.perf_counter()
-    s.sql(QUERY, epsilon=1)
-    query_time = time.perf_counter() - t0
+    query_times = []
+    for i in range(5):  # each at its own ε: a repeated query would be a free replay
+        t0 = time.perf_counter()
+        s.sql(QUERY, epsilon=Fraction(100 + i, 100))
+        query_times.append(time.perf_counter() - t0)
+    query_time = float(np.median(query_times))
     tuned = float(np.mean(tuned_errors))
     common = max(set(picks), key=picks.count)
     s.close()
@@ -156,8 +159,8 @@ def main() -> None:
             "(a) fixed `max_groups = max_rows = 1`; (b) `Session.tune` with ε/5, the best proposal "
             "answering at 4ε/5 (mean over "
             f"{args.repeat} tunings); (c) the oracle's best policy on the grid 1–64 × 1–64 at ε, "
-            "chosen with hindsight. `tune time / query`: one tuning against one grouped query on "
-            f"the same table. {args.people:,} people per shape."
+            "chosen with hindsight. `tune time / query`: the median tuning against the median of five grouped queries "
+            f"(each at its own ε, so none is a free replay) on the same table. {args.people:,} people per shape."
         ),
         "",
         (

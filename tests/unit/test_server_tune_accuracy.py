@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
 
-from deniable.curator.tune import CANDIDATES, EDGES, KINDS, bin_of
+from deniable.curator.tune import CANDIDATES, EDGES, JOINT_BINS, JOINT_EDGES, KINDS, bin_of
 from deniable.ledger.analysts import Principal
 from deniable.server.app import create_app
 from deniable.server.config import ServiceConfig, load_config
@@ -264,13 +264,21 @@ def _reference_histograms(frame: pd.DataFrame) -> dict[str, list[int]]:
         for v in values:
             counts[bin_of(int(v))] += 1
         out[kind] = counts
+    joint = [0] * JOINT_BINS**2
+    for rows, groups in zip(per_person["rows"], per_person["groups"], strict=True):
+        joint[joint_bin_of(int(rows)) * JOINT_BINS + joint_bin_of(int(groups))] += 1
+    out["rows_by_groups"] = joint
     return out
+
+
+def joint_bin_of(v: int) -> int:
+    return max(i for i, low in enumerate(JOINT_EDGES) if low <= v)
 
 
 def test_tune_charges_the_curator_and_proposes(
     client: TestClient, service: Service, setup: tuple[ServiceConfig, pd.DataFrame]
 ) -> None:
-    body = {"table": "students", "group_by": ["school"], "epsilon": 60, "groups": 3}
+    body = {"table": "students", "group_by": ["school"], "epsilon": 100, "groups": 3}
     r = client.post(f"{DS}/tune", json=body, headers=auth("cur"))
     assert r.status_code == 200, r.text
     out = r.json()
@@ -278,14 +286,15 @@ def test_tune_charges_the_curator_and_proposes(
     (charge,) = service.ledger.history("students")
     assert charge.analyst == "cur" and charge.id == out["charge_id"]
     assert charge.loss == service.ledger.spent("students")
-    assert spent(service) == 60
-    assert out["charge"]["exact"] == {"epsilon": "60"}
-    assert out["remaining"]["exact"] == {"epsilon": "140"}
-    # At ε = 60 each histogram's noise has scale 3/60: P(a bin is off) = 2e^-20/(1+e^-20)
-    # < 4.2e-9, over 3·76 bins < 1e-6. So the released histograms are the exact ones.
+    assert spent(service) == 100
+    assert out["charge"]["exact"] == {"epsilon": "100"}
+    assert out["remaining"]["exact"] == {"epsilon": "100"}
+    # At ε = 100 each histogram's noise has scale 4/100: P(a bin is off) = 2e^-25/(1+e^-25)
+    # < 2.8e-11, over 3·76 + 42² cells < 1e-7. So the released histograms are the exact ones.
     assert set(out["histograms"]) == set(KINDS)
     assert out["histograms"] == _reference_histograms(setup[1])
     assert out["bin_low"] == list(EDGES)
+    assert out["joint_bin_low"] == list(JOINT_EDGES)
     proposals = out["proposals"]
     assert len(proposals) == 10 and proposals[0] == out["best"]
     errors = [p["expected_error"] for p in proposals]
@@ -300,7 +309,7 @@ def test_tune_charges_the_curator_and_proposes(
 
 
 def test_tune_apply_sets_the_bounds_in_this_process(client: TestClient) -> None:
-    body = {"table": "students", "group_by": ["school"], "epsilon": 60, "groups": 3}
+    body = {"table": "students", "group_by": ["school"], "epsilon": 100, "groups": 3}
     r = client.post(f"{DS}/tune", json={**body, "apply": True}, headers=auth("cur"))
     assert r.status_code == 200, r.text
     best = r.json()["best"]

@@ -14,7 +14,11 @@ from deniable.accounting.loss import Epsilon
 from deniable.curator.session import Session
 from deniable.curator.tune import (
     BINS,
+    EDGES,
+    JOINT_BINS,
+    JOINT_EDGES,
     KINDS,
+    SIZES,
     bin_of,
     contribution_histograms,
     exact_histograms,
@@ -38,6 +42,10 @@ def _bin(v: int) -> int:
     return bin_of(v)
 
 
+def _joint_bin(v: int) -> int:
+    return max(i for i, low in enumerate(JOINT_EDGES) if low <= v)
+
+
 def _session(tmp_path: Path, budget: Fraction = Fraction(10)) -> Session:
     con = duckdb.connect()
     con.execute(f"CREATE TABLE t AS {DATA}")
@@ -59,15 +67,44 @@ def test_exact_histograms_equal_a_python_reference(tmp_path: Path) -> None:
     per_person: dict[int, list[int]] = {}
     for (uid, _), n in per_pair.items():
         per_person.setdefault(uid, []).append(n)
-    want = np.zeros((len(KINDS), BINS), dtype=np.int64)
+    want = {kind: np.zeros(SIZES[kind], dtype=np.int64) for kind in KINDS}
     for counts in per_person.values():
-        want[0, _bin(sum(counts))] += 1
-        want[1, _bin(len(counts))] += 1
-        want[2, _bin(max(counts))] += 1
-    assert got.tolist() == want.tolist()
-    assert got[0, BINS - 1] == 1  # 2^20 rows: the open last bin, by integer comparison
+        want["rows"][_bin(sum(counts))] += 1
+        want["groups"][_bin(len(counts))] += 1
+        want["rows_per_group"][_bin(max(counts))] += 1
+        cell = _joint_bin(sum(counts)) * JOINT_BINS + _joint_bin(len(counts))
+        want["rows_by_groups"][cell] += 1
+    assert {k: v.tolist() for k, v in got.items()} == {k: v.tolist() for k, v in want.items()}
+    assert got["rows"][BINS - 1] == 1  # 2^20 rows: the open last bin, by integer comparison
+    assert got["rows_by_groups"][(JOINT_BINS - 1) * JOINT_BINS] == 1  # and the joint's
     assert [bin_of(v) for v in (1, 7, 8, 9, 10, 2**20 - 1)] == [0, 6, 7, 7, 8, BINS - 2]
-    assert got.sum(axis=1).tolist() == [41, 41, 41]  # the NULL unit's rows belong to no one
+    assert [_joint_bin(v) for v in (1, 7, 8, 11, 12, 2**20 - 1)] == [0, 6, 7, 7, 8, JOINT_BINS - 2]
+    # the NULL unit's rows belong to no one
+    assert [int(got[k].sum()) for k in KINDS] == [41, 41, 41, 41]
+
+
+def test_the_engine_bins_every_value_as_the_grid_says(tmp_path: Path) -> None:
+    """The balanced CASE trees against bin_of, at every edge below 5,000 and either side."""
+    edges = set(EDGES) | set(JOINT_EDGES)
+    values = sorted({v for low in edges for v in (low - 1, low, low + 1) if 1 <= v <= 5000})
+    con = duckdb.connect()
+    # person i has values[i] rows, all in one group
+    con.execute(
+        "CREATE TABLE r AS SELECT i AS uid, 'g' AS k "
+        "FROM (SELECT unnest($1::BIGINT[]) AS v, unnest(range(len($1))) AS i) s, range(s.v) x(n)",
+        [values],
+    )
+    s = Session(budget=Epsilon(epsilon=10), ledger=tmp_path / "b.db")
+    s.add_table("r", con, privacy_unit="uid", max_groups=1, max_rows=1)
+    got = exact_histograms(s._engines["r"], s._bindings["r"], s._tables["r"].column("uid"), ["k"])
+    want = np.zeros(BINS, dtype=np.int64)
+    joint = np.zeros(JOINT_BINS**2, dtype=np.int64)
+    for v in values:
+        want[bin_of(v)] += 1
+        joint[_joint_bin(v) * JOINT_BINS] += 1
+    assert got["rows"].tolist() == want.tolist()
+    assert got["rows_per_group"].tolist() == want.tolist()
+    assert got["rows_by_groups"].tolist() == joint.tolist()
 
 
 def test_one_more_person_moves_each_histogram_by_one_in_one_bin(tmp_path: Path) -> None:
@@ -82,7 +119,7 @@ def test_one_more_person_moves_each_histogram_by_one_in_one_bin(tmp_path: Path) 
     s2 = Session(budget=Epsilon(epsilon=10), ledger=tmp_path / "l2.db")
     s2.add_table("t", con, privacy_unit="uid", max_groups=1, max_rows=1)
     after = exact_histograms(*_parts(s2), ["k"])  # type: ignore[arg-type]
-    assert np.abs(after - before).sum(axis=1).tolist() == [1, 1, 1]
+    assert [int(np.abs(after[k] - before[k]).sum()) for k in KINDS] == [1, 1, 1, 1]
 
 
 def test_the_measurement_is_charged_and_the_noise_is_the_plans(tmp_path: Path) -> None:
@@ -94,9 +131,9 @@ def test_the_measurement_is_charged_and_the_noise_is_the_plans(tmp_path: Path) -
     )  # fmt: skip
     assert s.budget.spent == Epsilon(epsilon=Fraction(3, 2))
     for kind in KINDS:
-        assert h.releases[kind].loss == Epsilon(epsilon=Fraction(1, 2))
-        assert h.counts[kind].shape == (BINS,)
-    assert abs(h.people() - 41) < 200  # ε/3 = 0.5 per bin, 21 bins
+        assert h.releases[kind].loss == Epsilon(epsilon=Fraction(3, 8))
+        assert h.counts[kind].shape == (SIZES[kind],)
+    assert abs(h.people() - 41) < 300  # ε/4 = 3/8 per bin, 76 bins
 
 
 def test_a_refused_measurement_never_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,7 +1,7 @@
 r"""``deniable tune``: measure how much people contribute, and propose contribution bounds.
 
 On a local file (``--data FILE --unit COLUMN``) with its ledger (``--ledger PATH``, total
-budget ``--budget`` when the ledger is new): spends ``--epsilon`` (pure ε-DP) on three DP
+budget ``--budget`` when the ledger is new): spends ``--epsilon`` (pure ε-DP) on four DP
 contribution histograms and prints the candidate ``max_groups``/``max_rows`` ranked by the
 expected error per group of a ``COUNT(*) … GROUP BY --group-by`` over ``--groups`` groups at
 ``--workload-epsilon`` (:mod:`deniable.curator.tune`). ``--plot FILE.png`` draws the

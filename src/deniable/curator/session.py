@@ -780,7 +780,7 @@ class Session:
     ) -> TuneReport:
         """Measure how much people contribute (DP, charged) and propose contribution bounds.
 
-        Spends ``epsilon`` from this dataset's ledger (pure ε-DP, three contribution
+        Spends ``epsilon`` from this dataset's ledger (pure ε-DP, four contribution
         histograms: :mod:`deniable.curator.tune`), then ranks every candidate
         ``(max_groups, max_rows)`` by the expected error per group of a ``COUNT(*) …
         GROUP BY group_by`` over ``groups`` groups answered at ``workload_epsilon``

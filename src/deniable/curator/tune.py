@@ -15,19 +15,28 @@ value from 1 to 7, then four bins per octave — ``[8, 10), [10, 12), [12, 14), 
 
 * ``rows``: each person's number of rows;
 * ``groups``: each person's number of distinct groups (values of ``G``);
-* ``rows_per_group``: each person's largest number of rows in one group.
+* ``rows_per_group``: each person's largest number of rows in one group;
+
+and one joint histogram, ``rows_by_groups``: each person's (rows, groups) pair on a coarser
+grid (:data:`JOINT_EDGES`, :data:`JOINT_BINS` bins an axis, flattened row-major: cell
+``rows_bin·JOINT_BINS + groups_bin``). The joint is what the bias of ``max_groups`` needs:
+bounding keeps a uniformly random ``m`` of a person's ``g`` groups, so a person with ``R``
+rows keeps ``R·min(1, m/g)`` of them in expectation, whatever the rows' spread — and the
+people with many groups are often the ones with many rows.
 
 Each person lands in exactly one bin of each histogram, so adding or removing a person
 changes each histogram by one in one bin: L1 sensitivity 1 per histogram. Each is released
-with the discrete Laplace (geometric) mechanism at ``ε/3``; together ``ε``-DP by basic
+with the discrete Laplace (geometric) mechanism at ``ε/4``; together ``ε``-DP by basic
 composition (:func:`contribution_histograms`). The statement computes per-person
-aggregates in the engine and returns only the ``3·BINS`` bin counts: what reaches Python
-before the charge has a public size, and rows never leave the engine. The proposal
-(:func:`propose`) is post-processing of the released histograms: free.
+aggregates in the engine and returns only the bin counts (at most ``3·BINS +
+JOINT_BINS²``): what reaches Python before the charge has a public size, and rows never
+leave the engine. The proposal (:func:`propose`) is post-processing of the released
+histograms: free.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import secrets
 from collections.abc import Sequence
@@ -41,7 +50,7 @@ import pandas as pd
 from sqlglot import exp
 
 from deniable.accounting.loss import Epsilon, Number, exact
-from deniable.engines.base import Engine, TableBinding
+from deniable.engines.base import Capabilities, Engine, TableBinding
 from deniable.errors import InvalidParameter
 from deniable.ledger import Ledger
 from deniable.mechanisms import Release, geometric
@@ -70,8 +79,26 @@ EDGES = _edges()
 BINS = len(EDGES)
 """Bins of the grid (76); the last holds every value ``≥ 2^20``."""
 
-KINDS = ("rows", "groups", "rows_per_group")
-"""The three histograms, in the order of the statement's ``kind`` column."""
+
+def _joint_edges() -> tuple[int, ...]:
+    low = list(range(1, 8))
+    for k in range(3, 20):
+        low += [1 << k, (1 << k) + (1 << (k - 1))]
+    return (*low, 1 << 20)
+
+
+JOINT_EDGES = _joint_edges()
+"""The least value of each bin of the joint histogram's axes: ``1, …, 7, 8, 12, 16, 24, …,
+2^20`` (exact below 8, then half octaves)."""
+
+JOINT_BINS = len(JOINT_EDGES)
+"""Bins of each axis of the joint histogram (42); the last holds every value ``≥ 2^20``."""
+
+KINDS = ("rows", "groups", "rows_per_group", "rows_by_groups")
+"""The four histograms, in the order of the statement's ``kind`` column."""
+
+SIZES = {"rows": BINS, "groups": BINS, "rows_per_group": BINS, "rows_by_groups": JOINT_BINS**2}
+"""Cells of each histogram (public)."""
 
 CANDIDATES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 25, 32, 40, 50, 64, 100, 128, 256, 512, 1000)
 """The bounds a proposal chooses among (public)."""
@@ -97,20 +124,36 @@ def representative(i: int) -> float:
     return math.sqrt(bin_low(i) * (bin_low(i + 1) - 1))
 
 
-def _bin(value: exp.Expression) -> exp.Expression:
-    """The bin ``i`` with ``EDGES[i] ≤ value < EDGES[i+1]`` (the last open), exactly."""
-    ifs = [
-        exp.If(
-            this=exp.GTE(this=value.copy(), expression=exp.Literal.number(bin_low(i))),
-            true=exp.Literal.number(i),
-        )
-        for i in range(BINS - 1, 0, -1)
-    ]
-    return exp.Case(ifs=ifs, default=exp.Literal.number(0))
+def joint_representative(i: int) -> float:
+    """A joint axis bin's representative value: the geometric mean of its ends."""
+    if i >= JOINT_BINS - 1:
+        return float(JOINT_EDGES[i])
+    return math.sqrt(JOINT_EDGES[i] * (JOINT_EDGES[i + 1] - 1))
+
+
+_REPS = np.array([representative(i) for i in range(BINS)])
+_JOINT_REPS = np.array([joint_representative(i) for i in range(JOINT_BINS)])
+
+
+def _bin(column: str, edges: Sequence[int] = EDGES) -> exp.Expression:
+    """The bin ``i`` with ``edges[i] ≤ value < edges[i+1]`` (the last open), exactly.
+
+    A balanced tree of ``CASE`` (about ``log2(len(edges))`` comparisons a value, not one a
+    bin): integer comparisons only, the same in every engine.
+    """
+
+    def tree(lo: int, hi: int) -> exp.Expression:  # bins lo..hi-1, value ≥ edges[lo]
+        if hi - lo == 1:
+            return exp.Literal.number(lo)
+        mid = (lo + hi) // 2
+        test = exp.GTE(this=exp.column(column), expression=exp.Literal.number(edges[mid]))
+        return exp.Case(ifs=[exp.If(this=test, true=tree(mid, hi))], default=tree(lo, mid))
+
+    return tree(0, len(edges))
 
 
 def _rows_per_pair(
-    engine: Engine, binding: TableBinding, unit: Column, groups: Sequence[str]
+    caps: Capabilities, table: str, unit: Column, groups: Sequence[str]
 ) -> exp.Select:
     """``__u`` (the canonical unit), ``__g<i>`` (the groups) and ``__n``, its rows there.
 
@@ -120,43 +163,64 @@ def _rows_per_pair(
     keys = [exp.Column(this=identifier(g), table=src.copy()) for g in groups]
     return (
         exp.select(
-            exp.alias_(canonical_unit_expression(unit, engine.capabilities), "__u"),
+            exp.alias_(canonical_unit_expression(unit, caps), "__u"),
             *(exp.alias_(k, f"__g{i}") for i, k in enumerate(keys)),
             exp.alias_(exp.Count(this=exp.Star()), "__n"),
         )
-        .from_(exp.Table(this=identifier(binding.name), alias=exp.TableAlias(this=src.copy())))
+        .from_(
+            exp.Table(this=identifier(table), alias=exp.TableAlias(this=src.copy())),
+            copy=False,
+        )
         .where(
             exp.Is(
                 this=exp.Column(this=identifier(unit.name), table=src.copy()),
                 expression=exp.Not(this=exp.Null()),
-            )
+            ),
+            copy=False,
         )
-        .group_by(exp.column("__u"), *(exp.column(f"__g{i}") for i in range(len(keys))))
+        .group_by(exp.column("__u"), *(exp.column(f"__g{i}") for i in range(len(keys))), copy=False)
     )
 
 
 def contribution_statement(
     engine: Engine, binding: TableBinding, unit: Column, groups: Sequence[str]
 ) -> str:
-    """The one statement computing the three histograms' exact bin counts (no noise).
+    """The one statement computing the four histograms' exact bin counts (no noise).
 
-    Its result has at most ``3·BINS`` rows ``(kind, bin, n)``: ``kind`` indexes
-    :data:`KINDS`. Rows whose unit is NULL belong to no one and are left out.
+    Its result has at most ``3·BINS + JOINT_BINS²`` rows ``(kind, bin, n)``: ``kind``
+    indexes :data:`KINDS`. Rows whose unit is NULL belong to no one and are left out.
     """
-    caps = engine.capabilities
-    per_pair = _rows_per_pair(engine, binding, unit, groups)
+    return _contribution_statement(engine.capabilities, binding.name, unit, tuple(groups))
+
+
+@functools.lru_cache(maxsize=64)
+def _contribution_statement(
+    caps: Capabilities, table: str, unit: Column, groups: tuple[str, ...]
+) -> str:
+    """:func:`contribution_statement`, built once per table shape (it is public)."""
+    per_pair = _rows_per_pair(caps, table, unit, groups)
     per_person = (
         exp.select(
             exp.alias_(exp.Sum(this=exp.column("__n")), "__rows"),
             exp.alias_(exp.Count(this=exp.Star()), "__groups"),
             exp.alias_(exp.Max(this=exp.column("__n")), "__top"),
         )
-        .from_(exp.Subquery(this=per_pair, alias=exp.TableAlias(this=exp.to_identifier("__pp"))))
-        .group_by(exp.column("__u"))
+        .from_(
+            exp.Subquery(this=per_pair, alias=exp.TableAlias(this=exp.to_identifier("__pp"))),
+            copy=False,
+        )
+        .group_by(exp.column("__u"), copy=False)
     )
+    joint = exp.Add(
+        this=exp.Mul(
+            this=_bin("__rows", JOINT_EDGES),
+            expression=exp.Literal.number(JOINT_BINS),
+        ),
+        expression=_bin("__groups", JOINT_EDGES),
+    )
+    cells = [_bin(c) for c in ("__rows", "__groups", "__top")] + [joint]
     parts = []
-    for k, column in enumerate(("__rows", "__groups", "__top")):
-        b = _bin(exp.column(column))
+    for k, b in enumerate(cells):
         parts.append(
             exp.select(
                 exp.alias_(exp.Literal.number(k), "kind"),
@@ -165,16 +229,23 @@ def contribution_statement(
                     exp.Cast(this=exp.Count(this=exp.Star()), to=exp.DataType.build("BIGINT")), "n"
                 ),
             )
-            .from_(exp.table_("__person"))
-            .group_by(exp.Literal.number(1), exp.Literal.number(2))
+            .from_(exp.table_("__person"), copy=False)
+            .group_by(exp.Literal.number(1), exp.Literal.number(2), copy=False)
         )
     union: exp.Expression = parts[0]
     for p in parts[1:]:
         union = exp.Union(this=union, expression=p, distinct=False)
     statement = exp.select("*").from_(
-        exp.Subquery(this=union, alias=exp.TableAlias(this=exp.to_identifier("__h")))
+        exp.Subquery(this=union, alias=exp.TableAlias(this=exp.to_identifier("__h"))), copy=False
     )
-    statement = statement.with_("__person", as_=per_person)
+    statement.set(
+        "with_",
+        exp.With(
+            expressions=[
+                exp.CTE(this=per_person, alias=exp.TableAlias(this=exp.to_identifier("__person")))
+            ]
+        ),
+    )
     return render(statement, caps.dialect)
 
 
@@ -183,9 +254,10 @@ class ContributionHistograms:
     """The released histograms (noisy counts of people per bin) and what they cost.
 
     Attributes:
-        counts: per kind (:data:`KINDS`), the noisy number of people in each bin.
+        counts: per kind (:data:`KINDS`), the noisy number of people in each bin (the
+            joint flattened, :data:`SIZES` cells each).
         releases: per kind, the mechanism's release (its interval gives each bin's error).
-        epsilon: the total ε charged (``ε/3`` per histogram).
+        epsilon: the total ε charged (``ε/4`` per histogram).
         groups: the grouping columns the histograms are about.
         charge_id: the ledger's charge.
     """
@@ -214,11 +286,11 @@ def contribution_histograms(
     source: RandomSource | None = None,
     table_name: str | None = None,
 ) -> ContributionHistograms:
-    """Release the three contribution histograms of ``binding``; spends ``ε`` (pure DP).
+    """Release the four contribution histograms of ``binding``; spends ``ε`` (pure DP).
 
     The charge is committed before any noise is drawn or anything computed from the data is
     returned; a refusal (budget) happens before the engine runs. What reaches Python before
-    the charge is ``3·BINS`` counts at most, whatever the data.
+    the charge is ``3·BINS + JOINT_BINS²`` counts at most, whatever the data.
 
     Raises:
         InvalidParameter: ε not positive, no privacy unit column.
@@ -246,34 +318,39 @@ def contribution_histograms(
 
 def exact_histograms(
     engine: Engine, binding: TableBinding, unit: Column, groups: Sequence[str]
-) -> I64:
-    """The exact bin counts, ``(len(KINDS), BINS)``: internal (before noise, never released).
+) -> dict[str, I64]:
+    """The exact bin counts by kind (:data:`SIZES` cells each): internal, never released.
 
     The release path (:func:`contribution_histograms`) and the tests read the engine
-    through this one function; its allocation has a public size.
+    through this one function; its allocations have public sizes.
     """
     sql = contribution_statement(engine, binding, unit, groups)
     engine.check(binding, sql)
     result = engine.run(binding, sql)
-    out = np.zeros((len(KINDS), BINS), dtype=np.int64)
     kinds = np.asarray(result.column("kind").to_numpy(zero_copy_only=False), dtype=np.int64)
     bins = np.asarray(result.column("bin").to_numpy(zero_copy_only=False), dtype=np.int64)
     ns = np.asarray(result.column("n").to_numpy(zero_copy_only=False), dtype=np.int64)
-    np.add.at(out, (kinds, bins), ns)
+    out = {}
+    for k, kind in enumerate(KINDS):
+        counts = np.zeros(SIZES[kind], dtype=np.int64)
+        mine = kinds == k
+        np.add.at(counts, bins[mine], ns[mine])
+        out[kind] = counts
     return out
 
 
 def release_histograms(
-    exact_counts: I64, epsilon: Fraction, source: RandomSource | None = None
+    exact_counts: dict[str, I64], epsilon: Fraction, source: RandomSource | None = None
 ) -> dict[str, Release]:
-    """Noise each histogram with the discrete Laplace at sensitivity 1 and ``ε/3``: ε-DP.
+    """Noise each histogram with the discrete Laplace at sensitivity 1 and ``ε/4``: ε-DP.
 
     One person is in one bin of each histogram, so each changes by at most 1 (L1) between
-    neighbours; the three compose to ``ε``. Call only after the charge.
+    neighbours; the four compose to ``ε``. Call only after the charge.
     """
+    share = epsilon / len(KINDS)
     return {
-        kind: geometric(exact_counts[k], sensitivity=1, epsilon=epsilon / 3, source=source)
-        for k, kind in enumerate(KINDS)
+        kind: geometric(exact_counts[kind], sensitivity=1, epsilon=share, source=source)
+        for kind in KINDS
     }
 
 
@@ -298,13 +375,16 @@ class Choice:
     error: float
 
 
-NOISE_FLOOR = 1 - 0.05 / BINS
+NOISE_FLOOR = 1 - 0.0005 / BINS
 """Bins whose noisy count is within the noise's half-width at this level count as empty
-(so an empty bin survives in a histogram with probability at most 5%)."""
+(so an empty bin survives in a one-axis histogram with probability at most 0.05%: one
+spurious bin at the top of the grid stands for up to 2^20 rows a person and would turn the
+proposal; measured in ``benchmarks/utility.py``, a 5% floor let that happen in about one
+tuning in twenty)."""
 
 
 def _denoised(histograms: ContributionHistograms, kind: str) -> F64:
-    """A histogram with its noise-only bins set to 0 (post-processing).
+    """A one-axis histogram with its noise-only bins set to 0 (post-processing).
 
     An empty bin is noise alone; at the top of the log grid a bin stands for up to 2^20
     rows a person, so a few noisy people there would dominate every estimate. Counts within
@@ -317,12 +397,47 @@ def _denoised(histograms: ContributionHistograms, kind: str) -> F64:
     return np.where(counts > floor, counts, 0.0)
 
 
+def _support_end(people: F64) -> int:
+    """One past the largest value a denoised one-axis histogram holds (1 when empty)."""
+    held = np.flatnonzero(people)
+    if held.size == 0:
+        return 1
+    top = int(held.max())
+    return EDGES[top + 1] if top + 1 < BINS else 1 << 62
+
+
+def _joint(histograms: ContributionHistograms, rows_end: int, groups_end: int) -> F64:
+    """The joint (rows, groups) histogram inside the box the one-axis histograms support.
+
+    Its cells are too many and too thin for a per-cell noise floor (the heavy users it is
+    for are few people in many cells). Instead every cell outside the box ``rows <
+    rows_end``, ``groups < groups_end`` (where the denoised ``rows`` and ``groups``
+    histograms hold people) is taken as 0, and the cells inside keep their noisy counts,
+    negatives as 0. Post-processing: free.
+    """
+    counts = histograms.counts["rows_by_groups"].astype(np.float64)
+    cells = np.maximum(counts.reshape(JOINT_BINS, JOINT_BINS), 0.0)
+    low = np.array(JOINT_EDGES)
+    inside = (low[:, None] < rows_end) & (low[None, :] < groups_end)
+    return np.where(inside, cells, 0.0)
+
+
 def _kept_share(people: F64, cap: int) -> float:
-    reps = np.array([representative(i) for i in range(BINS)])
+    reps = _REPS
     total = float((people * reps).sum())
     if total <= 0:
         return 1.0
     return float((people * np.minimum(reps, cap)).sum()) / total
+
+
+def _kept_by_groups(joint: F64, cap: int) -> float:
+    """The share of rows ``max_groups = cap`` keeps: ``Σ R·min(1, cap/g) / Σ R``."""
+    reps = _JOINT_REPS
+    rows = joint * reps[:, None]
+    total = float(rows.sum())
+    if total <= 0:
+        return 1.0
+    return float((rows * np.minimum(1.0, cap / reps[None, :])).sum()) / total
 
 
 def propose(
@@ -335,13 +450,14 @@ def propose(
 
     The workload is one ``COUNT(*)`` per group over ``groups`` groups (a public number, e.g.
     the size of the grouping column's domain) answered at ``epsilon``. The model (stated, an
-    estimate): rows are spread evenly over a person's groups, so ``max_groups = m`` keeps
-    the share ``Σ min(g, m)/Σ g`` of the rows, weighted by the ``groups`` histogram;
-    ``max_rows = r`` then keeps ``Σ min(t, r)/Σ t`` of those, from the ``rows_per_group``
-    histogram (each person's fullest group: conservative); bins stand for their geometric
-    midpoints, and bins within the noise's half-width count as empty (:func:`_denoised`).
-    The rows lost are spread over the ``groups`` groups; the noise is the discrete
-    Laplace's standard deviation at sensitivity ``m·r``. Post-processing: free.
+    estimate): ``max_groups = m`` keeps a uniformly random ``m`` of a person's ``g``
+    groups, so ``R·min(1, m/g)`` of their ``R`` rows in expectation, summed over the joint
+    ``rows_by_groups`` histogram (:func:`_joint`); ``max_rows = r`` then keeps
+    ``Σ min(t, r)/Σ t`` of those, from the ``rows_per_group`` histogram (each person's
+    fullest group: conservative). Bins stand for their geometric midpoints; one-axis bins
+    within the noise's half-width count as empty (:func:`_denoised`). The rows lost are
+    spread over the ``groups`` groups; the noise is the discrete Laplace's standard
+    deviation at sensitivity ``m·r``. Post-processing: free.
 
     Raises:
         InvalidParameter: ε not positive, ``groups`` not a positive integer.
@@ -351,13 +467,15 @@ def propose(
         raise InvalidParameter("epsilon must be > 0 (the budget of the workload)")
     if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
         raise InvalidParameter("groups must be a positive integer (groups of the workload)")
-    reps = np.array([representative(i) for i in range(BINS)])
-    rows_total = float((_denoised(histograms, "rows") * reps).sum())
+    reps = _REPS
+    per_rows = _denoised(histograms, "rows")
     per_group = _denoised(histograms, "groups")
     per_top = _denoised(histograms, "rows_per_group")
+    rows_total = float((per_rows * reps).sum())
+    joint = _joint(histograms, _support_end(per_rows), _support_end(per_group))
     out = []
     for m in CANDIDATES:
-        by_groups = _kept_share(per_group, m)
+        by_groups = _kept_by_groups(joint, m)
         for r in CANDIDATES:
             kept = by_groups * _kept_share(per_top, r)
             bias = rows_total * (1.0 - kept) / groups
@@ -418,7 +536,7 @@ def utility_analysis(
     if not cands or any(isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in cands):
         raise InvalidParameter("candidates must be positive integers")
     caps = engine.capabilities
-    per_pair = _rows_per_pair(engine, binding, unit, groups)
+    per_pair = _rows_per_pair(caps, binding.name, unit, groups)
 
     def least(r: int) -> exp.Expression:
         return exp.Least(this=exp.column("__n"), expressions=[exp.Literal.number(r)])

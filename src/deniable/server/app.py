@@ -616,7 +616,7 @@ def create_app(
     def tune(dataset: Dataset, body: TuneRequest, who: Who) -> TuneResponse:
         """Measure contributions with DP and propose ``max_groups``/``max_rows`` (curators).
 
-        Privacy loss: ``epsilon`` (pure ε-DP: three contribution histograms), charged to
+        Privacy loss: ``epsilon`` (pure ε-DP: four contribution histograms), charged to
         the dataset's one cap under the curator's name like any release; the charge is
         committed before anything computed from the data is released, and a request the
         budget refuses costs nothing (409 ``budget_exceeded``, before any data is read).

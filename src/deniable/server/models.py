@@ -24,7 +24,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
-from deniable.curator.tune import EDGES, Choice, UtilityAnalysis
+from deniable.curator.tune import EDGES, JOINT_EDGES, Choice, UtilityAnalysis
 from deniable.errors import InvalidParameter
 from deniable.query import builder as b
 from deniable.query.answer import Answer, interval_coverage, row_policy_line, show_loss
@@ -651,9 +651,13 @@ class TuneResponse(_Model):
     charge_id: int
     remaining: LossOut = Field(description="what the caller may still spend")
     bin_low: list[int] = Field(description="the least value of each histogram bin (public)")
+    joint_bin_low: list[int] = Field(
+        description="the least value of each bin of either axis of 'rows_by_groups' (public)"
+    )
     histograms: dict[str, list[int]] = Field(
         description="noisy numbers of people per bin: 'rows' (rows per person), 'groups' "
-        "(groups per person), 'rows_per_group' (a person's largest group)"
+        "(groups per person), 'rows_per_group' (a person's largest group), 'rows_by_groups' (the joint of rows "
+        "and groups per person on the coarser grid joint_bin_low, flattened row-major)"
     )
     workload_epsilon: float
     groups: int
@@ -676,6 +680,7 @@ class TuneResponse(_Model):
             charge_id=h.charge_id,
             remaining=LossOut.of(result.remaining),
             bin_low=list(EDGES),
+            joint_bin_low=list(JOINT_EDGES),
             histograms={k: [int(x) for x in v.tolist()] for k, v in h.counts.items()},
             workload_epsilon=float(report.workload_epsilon),
             groups=report.groups,

@@ -801,7 +801,7 @@ class Service:
     ) -> TuneResult:
         """Measure how much people contribute (DP) and propose contribution bounds (curators).
 
-        Privacy loss: ``epsilon`` (pure ε-DP: three contribution histograms at ``ε/3``
+        Privacy loss: ``epsilon`` (pure ε-DP: four contribution histograms at ``ε/4``
         each, :mod:`deniable.curator.tune`), charged to the dataset's one cap under the
         curator's name (and its allowance, if it has one) like any release: the charge
         commits before any noise is drawn or anything computed from the data leaves, and
