@@ -213,17 +213,24 @@ def _print_report(report: Any, path: Path, *, what: str) -> None:
 
 @command.command(name="verify")
 @config_options
+@click.option(
+    "--full",
+    is_flag=True,
+    default=False,
+    help="Replay the whole chain from its first entry (default: from the last checkpoint).",
+)
 @json_option
 @handles_errors
-def verify(config_path: Path | None, ledger_path: Path | None, as_json: bool) -> None:
+def verify(config_path: Path | None, ledger_path: Path | None, full: bool, as_json: bool) -> None:
     """Check the ledger's hash chain and its anchor; exit 4 when it was tampered with.
 
     Detects a deleted ledger, an older copy put back in its place, another ledger's file, and
-    any edited or removed entry.
+    any edited or removed entry after the last checkpoint the anchor vouches for; with
+    --full, any edited or removed entry or row of the whole history.
     """
     path, anchor = ledger_location(config_path, ledger_path)
     with open_ledger(path, anchor=anchor) as ledger, progress("verifying the hash chain"):
-        report = ledger.verify()
+        report = ledger.verify(full=full)
     if as_json:
         emit_json(_report_doc(report, path))
     else:

@@ -1,4 +1,4 @@
-"""Analysts and their bearer tokens, as stored in the ledger.
+"""Analysts and their bearer tokens, as stored in the ledger (identities and hashed tokens).
 
 A token is ``"dnb_" + secrets.token_urlsafe(32)`` (256 random bits from the OS CSPRNG). It is
 shown once, when made; the ledger stores only ``sha256(token)`` (hex), so reading the database
@@ -9,10 +9,16 @@ every active digest using :func:`hmac.compare_digest`.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
+
+from deniable.errors import InvalidParameter
+from deniable.ledger.chain import Write
+from deniable.ledger.records import utc_now
+from deniable.ledger.store import Tx
 
 Role = Literal["curator", "analyst"]
 ROLES: tuple[Role, ...] = ("curator", "analyst")
@@ -61,3 +67,72 @@ def token_digest(token: str) -> str:
         UnicodeEncodeError: the token is not encodable as UTF-8 (callers treat it as invalid).
     """
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+# -- stored analysts (run inside a ledger transaction) --------------------------------------
+
+
+def insert_analyst(w: Write, name: str, role: Role, digest: str) -> None:
+    """Record a new analyst with token digest ``digest``, in ``w``.
+
+    Raises:
+        InvalidParameter: an active analyst of that name exists.
+    """
+    active = w.conn.execute(
+        "SELECT 1 FROM analysts WHERE name = ? AND revoked_at IS NULL", (name,)
+    ).fetchone()
+    if active is not None:
+        raise InvalidParameter(f"analyst {name!r} already has an active token; revoke it first")
+    now = utc_now()
+    analyst_id = w.conn.insert(
+        "INSERT INTO analysts (name, role, digest, created) VALUES (?, ?, ?, ?)",
+        (name, role, digest, now),
+    )
+    w.append(
+        "add_analyst",
+        {"id": analyst_id, "name": name, "role": role, "digest": digest, "created": now},
+    )
+
+
+def revoke(w: Write, name: str) -> None:
+    """Revoke ``name``'s active token, in ``w``.
+
+    Raises:
+        InvalidParameter: no active analyst of that name.
+    """
+    row = w.conn.execute(
+        "SELECT id FROM analysts WHERE name = ? AND revoked_at IS NULL", (name,)
+    ).fetchone()
+    if row is None:
+        raise InvalidParameter(f"there is no active analyst named {name!r}")
+    now = utc_now()
+    w.conn.execute("UPDATE analysts SET revoked_at = ? WHERE id = ?", (now, row[0]))
+    w.append("revoke_analyst", {"id": row[0], "time": now})
+
+
+def find(tx: Tx, digest: str) -> Principal | None:
+    """Who the active token with ``digest`` belongs to, or None.
+
+    Every active digest is compared by :func:`hmac.compare_digest`, so the time taken does
+    not depend on how much of a guess is right.
+    """
+    rows = tx.execute("SELECT name, role, digest FROM analysts WHERE revoked_at IS NULL").fetchall()
+    found: Principal | None = None
+    for name, role, stored in rows:
+        if hmac.compare_digest(str(stored), digest) and found is None:
+            found = Principal(name=name, role=role)
+    return found
+
+
+def listing(tx: Tx) -> list[AnalystInfo]:
+    """Every analyst ever added, in order (never their token digests)."""
+    rows = tx.execute("SELECT name, role, created, revoked_at FROM analysts ORDER BY id").fetchall()
+    return [
+        AnalystInfo(
+            name=r[0],
+            role=r[1],
+            created=datetime.fromisoformat(r[2]),
+            revoked_at=None if r[3] is None else datetime.fromisoformat(r[3]),
+        )
+        for r in rows
+    ]

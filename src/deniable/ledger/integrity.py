@@ -6,7 +6,8 @@
   previous entry's hash (32 zero bytes before entry 1), ``seq`` as 8 big-endian bytes and
   ``payload`` the canonical JSON (:func:`canonical`) of what was written. Entry 1 names the
   ledger's random identity, so the whole chain is bound to it.
-* **Anchor.** A small JSON file outside the database, ``{ledger_id, seq, head, spent}``,
+* **Anchor.** A small JSON file outside the database, ``{ledger_id, seq, head, spent}``
+  and the checkpoint it vouches for (``{seq, hash}``, :mod:`deniable.ledger.chain`),
   replaced atomically (write a temporary file, fsync, rename over, fsync the directory) after
   each commit. Writers hold an exclusive ``flock`` on ``<anchor>.lock`` from before their
   transaction until the anchor is written, so anchors are written in commit order and never
@@ -73,12 +74,17 @@ class LedgerReport:
 
 @dataclass(frozen=True, slots=True)
 class Anchor:
-    """The parsed anchor file: identity, last entry and spent totals (loss JSON)."""
+    """The parsed anchor file: identity, last entry, spent totals, vouched checkpoint.
+
+    ``checkpoint`` is ``(seq, sha256 of its body)`` of the checkpoint the anchor vouches
+    for, or None (no checkpoint yet, or an anchor written before checkpoints existed).
+    """
 
     ledger_id: str
     seq: int
     head: str
     spent: dict[str, dict[str, str]]
+    checkpoint: tuple[int, str] | None = None
 
 
 class AnchorUnreadable(Exception):
@@ -121,11 +127,23 @@ def read_anchor(path: str) -> Anchor | None:
                 for k, v in spent.items()
             )
         )
+        vouched = value.get("checkpoint")
+        checkpoint: tuple[int, str] | None = None
+        if vouched is not None:
+            cp_seq, cp_hash = vouched["seq"], vouched["hash"]
+            valid = valid and (
+                isinstance(cp_seq, int)
+                and not isinstance(cp_seq, bool)
+                and 1 <= cp_seq <= seq
+                and isinstance(cp_hash, str)
+                and len(cp_hash) == 64
+            )
+            checkpoint = (cp_seq, cp_hash) if valid else None
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
         raise AnchorUnreadable(f"the anchor file {path!r} is not a valid anchor") from e
     if not valid:
         raise AnchorUnreadable(f"the anchor file {path!r} is not a valid anchor")
-    return Anchor(ledger_id=ledger_id, seq=seq, head=head, spent=spent)
+    return Anchor(ledger_id=ledger_id, seq=seq, head=head, spent=spent, checkpoint=checkpoint)
 
 
 def write_anchor(path: str, anchor: Anchor) -> None:
@@ -137,14 +155,15 @@ def write_anchor(path: str, anchor: Anchor) -> None:
     Raises:
         LedgerError: the file system refused (the database change is already committed).
     """
-    text = canonical(
-        {
-            "ledger_id": anchor.ledger_id,
-            "seq": anchor.seq,
-            "head": anchor.head,
-            "spent": anchor.spent,
-        }
-    )
+    value: dict[str, object] = {
+        "ledger_id": anchor.ledger_id,
+        "seq": anchor.seq,
+        "head": anchor.head,
+        "spent": anchor.spent,
+    }
+    if anchor.checkpoint is not None:
+        value["checkpoint"] = {"seq": anchor.checkpoint[0], "hash": anchor.checkpoint[1]}
+    text = canonical(value)
     tmp = path + ".tmp"
     directory = os.path.dirname(os.path.abspath(path))
     try:

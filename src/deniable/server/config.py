@@ -259,7 +259,8 @@ class ServiceConfig:
 
     Attributes:
         path: the configuration file (None when built in code).
-        ledger: absolute path of the ledger database.
+        ledger: absolute path of the ledger database, or a ``postgresql://`` URL (a ledger
+            shared by several service hosts; its anchor is then best named explicitly).
         anchor: absolute path of the ledger's anchor file, or None for ``<ledger>.anchor``.
             Keep it on another disk or directory than the ledger (a curator-only one) so
             that deleting or restoring the ledger's directory cannot take the anchor along.
@@ -269,7 +270,7 @@ class ServiceConfig:
         server: HTTP settings.
     """
 
-    ledger: Path
+    ledger: Path | str
     datasets: Mapping[str, DatasetConfig]
     allowances: Mapping[str, Mapping[str, PrivacyLoss]] = field(default_factory=dict)
     server: ServerSettings = field(default_factory=ServerSettings)
@@ -327,7 +328,12 @@ def parse_config(
     _keys(data, "the top level", {"ledger", "anchor", "server", "datasets", "analysts"})
     if "ledger" not in data:
         raise ConfigError('key "ledger" is missing: write ledger = "ledger.db" (path of the file)')
-    ledger = _path(data["ledger"], "ledger", base, must_exist=False)
+    raw_ledger = data["ledger"]
+    ledger: Path | str = (
+        raw_ledger  # a PostgreSQL ledger shared by several hosts (deniable.ledger.postgres)
+        if isinstance(raw_ledger, str) and raw_ledger.startswith(("postgresql://", "postgres://"))
+        else _path(raw_ledger, "ledger", base, must_exist=False)
+    )
     anchor = _path(data["anchor"], "anchor", base, must_exist=False) if "anchor" in data else None
     if anchor is not None and anchor == ledger:
         raise ConfigError('"anchor" must be another file than "ledger" (e.g. "ledger.anchor")')

@@ -1,0 +1,524 @@
+"""Budgets: caps, allowances, accountants, charges, exact spent totals and admission.
+
+The admission rule is not here: the ledger rebuilds a dataset's filter from the stored cap,
+accountant and charges (:func:`filter_of`) and asks it (:func:`admit_both`); a refused charge
+raises its :class:`~deniable.errors.BudgetExceeded` and writes nothing. Every function runs
+inside a transaction (:class:`~deniable.ledger.store.Tx`); writers append their chain entry
+through :class:`~deniable.ledger.chain.Write` in the same transaction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from fractions import Fraction
+from typing import Any, Literal
+
+from deniable.accounting.composition import components, from_components
+from deniable.accounting.conversions import convert
+from deniable.accounting.filter import (
+    Accountant,
+    BudgetFilter,
+    accountant_spec,
+    check_accountant,
+    make_filter,
+    parse_accountant,
+)
+from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
+from deniable.accounting.renyi import ZCDPFilter, ZCDPSpent, zcdp_charge
+from deniable.errors import BudgetExceeded, InvalidParameter, LedgerError, UnknownDataset
+from deniable.ledger.chain import Write
+from deniable.ledger.records import (
+    Charge,
+    decode_details,
+    decode_loss,
+    encode_loss,
+    loss_from_json,
+    loss_json,
+    parse_fraction,
+    utc_now,
+    zcdp_from_json,
+    zcdp_json,
+)
+from deniable.ledger.store import Tx
+
+
+def all_spent(conn: Tx) -> dict[str, dict[str, str]]:
+    """Every dataset's exact spent total (in its cap's kind) as loss JSON."""
+    out: dict[str, dict[str, str]] = {}
+    caps = {
+        r[0]: decode_loss(r[1:5])
+        for r in conn.execute("SELECT name, loss_type, epsilon, delta, rho FROM datasets")
+    }
+    # Datasets with charges but no registration (budget lost by a rollback, acknowledged on
+    # a database that does not know the dataset yet) count in their first charge's kind.
+    registered = set(caps)
+    for row in conn.execute(
+        "SELECT dataset, loss_type, epsilon, delta, rho FROM charges WHERE id IN "
+        "(SELECT MIN(id) FROM charges GROUP BY dataset)"
+    ):
+        caps.setdefault(row[0], decode_loss(row[1:5]))
+    for name, cap in sorted(caps.items()):
+        if name in registered:
+            out[name] = dataset_spent(conn, name, cap, accountant_of(conn, name))
+            continue
+        try:
+            out[name] = dataset_spent(conn, name, cap, "basic")
+        except LedgerError:
+            # Lost ρ and δ of a zCDP dataset the database does not know yet.
+            out[name] = zcdp_json(zcdp_spent(conn, name, analyst=None), "zcdp")
+    return out
+
+
+def lost_budget(
+    w: Write, dataset: str, anchored_json: Mapping[str, str], now: str
+) -> list[PrivacyLoss]:
+    """The charges that make up what the anchor says was spent beyond what the database holds.
+
+    A zCDP total lost with its registration is restored too: when the database spends the
+    dataset with the basic accountant (the accountant was chosen after the restored copy was
+    taken, hence before any charge), the anchor's accountant is recorded again first.
+    """
+    conn = w.conn
+    row = conn.execute(
+        "SELECT loss_type, epsilon, delta, rho FROM datasets WHERE name = ?", (dataset,)
+    ).fetchone()
+    if anchored_json.get("type") == "zcdp":
+        anchored = zcdp_from_json(anchored_json)
+        if row is not None and accountant_of(conn, dataset) == "basic":
+            try:
+                choice = parse_accountant(anchored_json.get("spec", "zcdp"))
+                check_accountant(decode_loss(row), choice)
+            except InvalidParameter as e:
+                raise LedgerError(
+                    f"dataset {dataset!r}'s anchor records a zCDP total that its cap cannot "
+                    "be spent with; the lost budget cannot be expressed in it"
+                ) from e
+            set_accountant(w, dataset, choice, now)
+        here = zcdp_spent(conn, dataset, analyst=None)
+        out: list[PrivacyLoss] = []
+        if anchored.rho > here.rho:
+            out.append(Rho(rho=anchored.rho - here.rho))
+        if anchored.delta > here.delta:
+            out.append(EpsilonDelta(epsilon=0, delta=anchored.delta - here.delta))
+        return out
+    loss = loss_from_json(anchored_json)
+    kind_of = loss if row is None else decode_loss(row)
+    if row is not None and accountant_of(conn, dataset) != "basic":
+        # Anchored before the zCDP choice (made while nothing was charged): count it as given.
+        return [loss] if any(components(loss)) else []
+    try:
+        target = convert(loss, type(kind_of))
+    except InvalidParameter as e:
+        raise LedgerError(
+            f"dataset {dataset!r}'s cap has another kind than the spent total its anchor "
+            "records; the lost budget cannot be expressed in it"
+        ) from e
+    here_basic = spent_total(conn, dataset, kind_of, analyst=None)
+    diff = tuple(
+        max(a - b, Fraction(0))
+        for a, b in zip(components(target), components(here_basic), strict=True)
+    )
+    if not any(diff):
+        return []
+    return [from_components(type(kind_of), diff)]
+
+
+# -- helpers (all run inside a transaction) ------------------------------------------------
+
+
+def cap_of(conn: Tx, dataset: str) -> PrivacyLoss:
+    """``dataset``'s cap.
+
+    Raises:
+        UnknownDataset: the dataset is not registered.
+    """
+    row = conn.execute(
+        "SELECT loss_type, epsilon, delta, rho FROM datasets WHERE name = ?", (dataset,)
+    ).fetchone()
+    if row is None:
+        raise UnknownDataset(
+            f"dataset {dataset!r} is not registered in this ledger; the curator must register "
+            "it with a budget first"
+        )
+    return decode_loss(row)
+
+
+def allowance_of(conn: Tx, dataset: str, analyst: str) -> PrivacyLoss | None:
+    """``analyst``'s slice of ``dataset``'s cap, or None."""
+    row = conn.execute(
+        "SELECT loss_type, epsilon, delta, rho FROM allowances WHERE dataset = ? AND analyst = ?",
+        (dataset, analyst),
+    ).fetchone()
+    return None if row is None else decode_loss(row)
+
+
+def loss_groups(conn: Tx, dataset: str, *, analyst: str | None) -> list[Any]:
+    """Distinct losses charged on ``dataset`` (of one analyst if given) with their counts.
+
+    Rows ``(loss_type, epsilon, delta, rho, count)``: both accountants' totals
+    (:func:`spent_total`, :func:`zcdp_spent`) read these. When a checkpoint the anchor
+    vouches for counts the charges up to some id (``conn.counted``), those come from the
+    checkpoint and only the rows after it are read: the cost follows the charges since the
+    last checkpoint, and a hand edit of an older row cannot change what is counted.
+    """
+    mark, by_dataset = conn.counted if conn.counted is not None else (0, {})
+    where, args = "dataset = ?", [dataset]
+    args_: list[object] = list(args)
+    if analyst is not None:
+        where, args_ = where + " AND analyst = ?", [*args_, analyst]
+    if mark:
+        where, args_ = where + " AND id > ?", [*args_, mark]
+    rows = conn.execute(
+        f"SELECT loss_type, epsilon, delta, rho, COUNT(*) FROM charges WHERE {where} "
+        "GROUP BY loss_type, epsilon, delta, rho",
+        args_,
+    ).fetchall()
+    before = by_dataset.get(dataset)
+    if not before:
+        return rows
+    counts: dict[tuple[object, ...], int] = {}
+    for row in rows:
+        key = tuple(row[:4])
+        counts[key] = counts.get(key, 0) + int(row[4])
+    for who, kind, e, d, r, n in before:
+        if analyst is None or who == analyst:
+            counts[(kind, e, d, r)] = counts.get((kind, e, d, r), 0) + n
+    return [(*k, n) for k, n in counts.items()]
+
+
+def spent_total(conn: Tx, dataset: str, cap: PrivacyLoss, *, analyst: str | None) -> PrivacyLoss:
+    """Exact sum of the charges on ``dataset`` (of one analyst if given), in the cap's kind.
+
+    Each charge counts as the filter counted it when it was admitted: converted into the
+    cap's kind by :func:`deniable.accounting.conversions.convert` (exact). SQLite groups
+    identical losses first, and numerators over one denominator are added as integers, so
+    the exact total costs a few integer operations per distinct loss value.
+    """
+    rows = loss_groups(conn, dataset, analyst=analyst)
+    kind, kind_name = type(cap), encode_loss(cap)[0]
+    sums: list[dict[int, int]] = [{} for _ in components(cap)]  # per component: den -> num
+    for row in rows:
+        count = int(row[4])
+        if row[0] == kind_name:  # the common case: no conversion, no Fraction built
+            values = [parse_fraction(text) for text in row[1:4] if text is not None]
+        else:
+            try:
+                converted = convert(decode_loss(row), kind)
+            except InvalidParameter as e:
+                raise LedgerError(
+                    f"dataset {dataset!r} holds a charge that its cap's kind cannot express"
+                ) from e
+            values = [(f.numerator, f.denominator) for f in components(converted)]
+        if len(values) != len(sums):
+            raise LedgerError("the ledger holds a malformed privacy loss")
+        for bucket, (num, den) in zip(sums, values, strict=True):
+            bucket[den] = bucket.get(den, 0) + num * count
+    total = tuple(sum((Fraction(n, d) for d, n in b.items()), Fraction(0)) for b in sums)
+    return from_components(kind, total)
+
+
+def within(a: PrivacyLoss, b: PrivacyLoss) -> bool:
+    """Whether ``a`` and ``b`` are of one kind and ``a <= b`` component-wise."""
+    return type(a) is type(b) and all(
+        x <= y for x, y in zip(components(a), components(b), strict=True)
+    )
+
+
+def meet(a: PrivacyLoss, b: PrivacyLoss) -> PrivacyLoss:
+    """Component-wise minimum of two losses of one kind: what fits under both fits under it."""
+    if type(a) is not type(b):
+        raise LedgerError("an allowance has another loss kind than its dataset's cap")
+    return from_components(
+        type(a), tuple(min(x, y) for x, y in zip(components(a), components(b), strict=True))
+    )
+
+
+def admit(budget: BudgetFilter | ZCDPFilter, loss: PrivacyLoss, where: str) -> None:
+    """Ask the filter to admit ``loss``; add ``where`` to its refusal, keeping its figures."""
+    try:
+        budget.charge(loss)
+    except BudgetExceeded as e:
+        raise BudgetExceeded(f"{where}: {e}", requested=e.requested, remaining=e.remaining) from e
+
+
+def record_event(
+    w: Write,
+    dataset: str,
+    action: Literal["register", "change_cap", "set_allowance"],
+    analyst: str | None,
+    loss: PrivacyLoss,
+    previous: PrivacyLoss | None,
+    now: str,
+) -> None:
+    """Insert a curator event and its chain entry, inside ``w``."""
+    prev_text = None if previous is None else json.dumps(list(encode_loss(previous)))
+    event_id = w.conn.insert(
+        "INSERT INTO curator_events (dataset, action, analyst, loss_type, epsilon, delta, rho, "
+        "previous, time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (dataset, action, analyst, *encode_loss(loss), prev_text, now),
+    )
+    w.append(
+        action,
+        {
+            "event_id": event_id,
+            "dataset": dataset,
+            "analyst": analyst,
+            "loss": list(encode_loss(loss)),
+            "previous": prev_text,
+            "time": now,
+        },
+    )
+
+
+SAMPLED_UNDER_ZCDP = (
+    "this dataset spends its budget with the zCDP accountant, which cannot take the charges of "
+    "queries on a Bernoulli sample: they are increments of one amplified total, a guarantee "
+    "only added up (docs/accounting.md); nothing was charged. Query the table without "
+    "sample_rate, or a sampled table of a dataset with accountant='basic'"
+)
+
+
+def accountant_of(conn: Tx, dataset: str) -> Accountant:
+    """How ``dataset``'s budget is spent (``"basic"`` when nothing is recorded)."""
+    if not conn.has_table("accountants"):
+        return "basic"
+    row = conn.execute("SELECT spec FROM accountants WHERE dataset = ?", (dataset,)).fetchone()
+    if row is None:
+        return "basic"
+    try:
+        return parse_accountant(str(row[0]))
+    except InvalidParameter as e:
+        raise LedgerError(f"dataset {dataset!r} has a malformed accountant") from e
+
+
+def set_accountant(w: Write, dataset: str, accountant: Accountant, now: str) -> None:
+    """Record ``dataset``'s accountant and its chain entry, inside ``w``."""
+    w.conn.ensure_extensions()
+    spec = accountant_spec(accountant)
+    w.conn.execute(
+        "INSERT INTO accountants (dataset, spec, set_at) VALUES (?, ?, ?) "
+        "ON CONFLICT (dataset) DO UPDATE SET spec = excluded.spec, set_at = excluded.set_at",
+        (dataset, spec, now),
+    )
+    w.append("set_accountant", {"dataset": dataset, "spec": spec, "time": now})
+
+
+def zcdp_spent(conn: Tx, dataset: str, *, analyst: str | None) -> ZCDPSpent:
+    """Exact ``(Σρᵢ, Σδᵢ)`` of the charges on ``dataset`` (of one analyst if given)."""
+    rows = loss_groups(conn, dataset, analyst=analyst)
+    rho, delta = Fraction(0), Fraction(0)
+    for row in rows:
+        one = zcdp_charge(decode_loss(row))
+        rho += one.rho * int(row[4])
+        delta += one.delta * int(row[4])
+    return ZCDPSpent(rho=rho, delta=delta)
+
+
+def filter_of(
+    conn: Tx,
+    dataset: str,
+    cap: PrivacyLoss,
+    accountant: Accountant,
+    *,
+    analyst: str | None,
+) -> BudgetFilter | ZCDPFilter:
+    """The filter of ``cap`` (the dataset's or an allowance) with what was spent against it."""
+    try:
+        if accountant == "basic":
+            dataset_cap = cap_of(conn, dataset)
+            return BudgetFilter(cap, spent=spent_total(conn, dataset, dataset_cap, analyst=analyst))
+        return make_filter(cap, accountant, spent=zcdp_spent(conn, dataset, analyst=analyst))
+    except InvalidParameter as e:
+        raise LedgerError(f"dataset {dataset!r}'s cap cannot be spent by its accountant") from e
+
+
+def filter_total(budget: BudgetFilter | ZCDPFilter) -> dict[str, str]:
+    """What the anchor records: the exact spent total (a loss, or ``(Σρ, Σδ)``), as JSON."""
+    if isinstance(budget, ZCDPFilter):
+        return zcdp_json(budget.used, budget.accountant.spec)
+    return loss_json(budget.spent)
+
+
+def check_zcdp_cap_change(
+    conn: Tx,
+    dataset: str,
+    old: PrivacyLoss,
+    cap: PrivacyLoss,
+    accountant: Accountant,
+) -> None:
+    """Refuse a new cap for a charged zCDP dataset unless it only lowers the old one.
+
+    The zCDP filter's guarantee (Feldman–Zrnic's Rényi filter, Whitehouse et al.'s filter for
+    approximate zCDP) holds for a budget fixed before the first charge. A lower cap only
+    makes the filter stop earlier: every run it admits is a run the old filter admits too
+    (an analyst may always stop asking), so the old cap's guarantee still covers it (the
+    lower cap is then a spending limit; it is the guarantee itself only if lowering did not
+    depend on the answers). A higher cap, chosen after answers were seen, is covered by no
+    theorem. "Lower" is checked where admission happens: ``ε`` and ``δ`` at most the old
+    ones *and* the new ``ρ_max`` and δ pool at most the old ones.
+
+    Raises:
+        InvalidParameter: the new cap is not below the old one in that sense.
+    """
+    before = filter_of(conn, dataset, old, accountant, analyst=None)
+    after = filter_of(conn, dataset, cap, accountant, analyst=None)
+    lowered = (
+        within(cap, old)
+        and isinstance(before, ZCDPFilter)
+        and isinstance(after, ZCDPFilter)
+        and after.rho_max <= before.rho_max
+        and after.delta_pool <= before.delta_pool
+    )
+    if not lowered:
+        raise InvalidParameter(
+            f"dataset {dataset!r} spends its cap through the zCDP accountant and already has "
+            f"charges: its cap ({old}) cannot be raised to {cap}. The zCDP filter is sound "
+            "for adaptively chosen queries only with a budget fixed before the first charge "
+            "(a cap raised after answers were seen voids the guarantee); it may only be "
+            "lowered (ε and δ both at most the current ones). Nothing was changed."
+        )
+
+
+def kind_name(loss: PrivacyLoss) -> str:
+    """``(ε, δ)``, ``ε`` or ``ρ``: the kind of a budget, as messages name it."""
+    if isinstance(loss, EpsilonDelta):
+        return "(ε, δ)"
+    return "ε" if isinstance(loss, Epsilon) else "ρ"
+
+
+def over(budget: BudgetFilter | ZCDPFilter) -> bool:
+    """Whether ``budget`` has spent more than its cap (e.g. after lowering the cap)."""
+    if isinstance(budget, ZCDPFilter):
+        used = budget.used
+        return used.rho > budget.rho_max or used.delta > budget.delta_pool
+    return not within(budget.spent, budget.cap)
+
+
+def dataset_spent(
+    conn: Tx, dataset: str, cap: PrivacyLoss, accountant: Accountant
+) -> dict[str, str]:
+    """``dataset``'s exact spent total as the anchor records it (JSON)."""
+    if accountant == "basic":
+        return loss_json(spent_total(conn, dataset, cap, analyst=None))
+    return zcdp_json(zcdp_spent(conn, dataset, analyst=None), accountant_spec(accountant))
+
+
+def admit_both(
+    conn: Tx, dataset: str, analyst: str | None, loss: PrivacyLoss
+) -> BudgetFilter | ZCDPFilter:
+    """Admit ``loss`` against the dataset's filter and the analyst's allowance, or raise.
+
+    Returns the dataset's filter with ``loss`` charged. Nothing is written here.
+    """
+    cap = cap_of(conn, dataset)
+    accountant = accountant_of(conn, dataset)
+    budget = filter_of(conn, dataset, cap, accountant, analyst=None)
+    allowance = None if analyst is None else allowance_of(conn, dataset, analyst)
+    if allowance is None:
+        admit(budget, loss, f"dataset {dataset!r}")
+        return budget
+    # Check both before writing; when either refuses, report what is really left: the
+    # component-wise minimum of the two remainders.
+    mine = filter_of(conn, dataset, allowance, accountant, analyst=analyst)
+    if not (budget.can_charge(loss) and mine.can_charge(loss)):
+        left = meet(budget.remaining_for(loss), mine.remaining_for(loss))
+        raise BudgetExceeded(
+            f"{loss} does not fit the budget of dataset {dataset!r} for analyst "
+            f"{analyst!r}: only {left} is left; nothing was spent",
+            requested=loss,
+            remaining=left,
+        )
+    admit(mine, loss, f"analyst {analyst!r}'s allowance on dataset {dataset!r}")
+    admit(budget, loss, f"dataset {dataset!r}")
+    return budget
+
+
+def admit_and_insert(
+    w: Write,
+    *,
+    dataset: str,
+    analyst: str,
+    query_key: str,
+    query_text: str,
+    loss: PrivacyLoss,
+    details_json: str,
+    idempotency_key: str | None,
+) -> Charge:
+    """Admit ``loss`` (dataset and allowance) and insert its charge, inside ``w``.
+
+    The one write path of a release (:meth:`Ledger.charge`, :meth:`Ledger.record_sample_release`):
+    nothing is written when the filter refuses; the anchor's total follows the charge.
+    """
+    budget = admit_both(w.conn, dataset, analyst, loss)
+    now = utc_now()
+    charge_id = insert_charge(
+        w,
+        dataset=dataset,
+        analyst=analyst,
+        query_key=query_key,
+        query_text=query_text,
+        loss=loss,
+        now=now,
+        details_json=details_json,
+        idempotency_key=idempotency_key,
+    )
+    w.spent[dataset] = filter_total(budget)
+    return Charge(
+        id=charge_id,
+        dataset=dataset,
+        analyst=analyst,
+        query_key=query_key,
+        query_text=query_text,
+        loss=loss,
+        time=datetime.fromisoformat(now),
+        details=decode_details(details_json),
+        status="charged",
+        idempotency_key=idempotency_key,
+    )
+
+
+def insert_charge(
+    w: Write,
+    *,
+    dataset: str,
+    analyst: str,
+    query_key: str,
+    query_text: str,
+    loss: PrivacyLoss,
+    now: str,
+    details_json: str,
+    idempotency_key: str | None,
+) -> int:
+    """Insert one charge row and its chain entry (no admission: callers admitted it)."""
+    charge_id = w.conn.insert(
+        "INSERT INTO charges (dataset, analyst, query_key, query_text, loss_type, "
+        "epsilon, delta, rho, time, details, status, idempotency_key) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'charged', ?)",
+        (
+            dataset,
+            analyst,
+            query_key,
+            query_text,
+            *encode_loss(loss),
+            now,
+            details_json,
+            idempotency_key,
+        ),
+    )
+    w.append(
+        "charge",
+        {
+            "id": charge_id,
+            "dataset": dataset,
+            "analyst": analyst,
+            "query_key": query_key,
+            "query_text": query_text,
+            "loss": list(encode_loss(loss)),
+            "time": now,
+            "details": details_json,
+            "idempotency_key": idempotency_key,
+        },
+    )
+    return charge_id

@@ -1,0 +1,689 @@
+"""The chain: hash-chained entries, their replay and audit, and the live anchor check.
+
+Every mutation of the ledger appends one entry to the ``chain`` table in the same
+transaction (:class:`Write`); the entries are the ledger's source of truth. :func:`audit`
+replays them and compares every table and the anchor with what they say
+(:mod:`deniable.ledger.integrity` holds the hash and the anchor file). Nothing here depends
+on the database used: it reads through :class:`~deniable.ledger.store.Tx`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from deniable.errors import LedgerError
+from deniable.ledger.integrity import GENESIS, Anchor, LedgerReport, canonical, entry_hash
+from deniable.ledger.records import CHARGE_COLUMNS
+from deniable.ledger.store import Counted, Tx
+
+
+class Write:
+    """One write transaction in progress: appends chain entries and collects spent totals."""
+
+    def __init__(self, conn: Tx, seq: int, head: str) -> None:
+        self.conn = conn
+        self.start = seq
+        self.seq = seq
+        self.head = head
+        self.spent: dict[str, dict[str, str]] = {}  # spent totals for the anchor, as JSON
+        self.recompute_all = False
+        self.previous: Anchor | None = None
+        self.checkpoint: tuple[int, str] | None = None  # (seq, hash) of one made here
+
+    def append(self, op: str, payload: dict[str, object]) -> int:
+        """Append the entry ``op`` with ``payload`` to the chain; return its number."""
+        text = canonical({"op": op, **payload})
+        seq = self.seq + 1
+        digest = entry_hash(self.head, seq, text)
+        self.conn.execute(
+            "INSERT INTO chain (seq, op, payload, hash) VALUES (?, ?, ?, ?)",
+            (seq, op, text, digest),
+        )
+        self.seq, self.head = seq, digest
+        return seq
+
+
+WriteMode = Literal["trusted", "lenient", "acknowledge"]
+
+
+def anchor_key(anchor: Anchor | None, unreadable: str | None) -> str | None:
+    """What identifies an anchor's state (to notice that it changed)."""
+    if anchor is not None:
+        return f"{anchor.ledger_id}:{anchor.seq}:{anchor.head}"
+    return unreadable
+
+
+Rows = dict[object, tuple[object, ...]]
+TotalKey = tuple[str, str, str, str | None, str | None, str | None]
+"""(dataset, analyst, loss_type, ε, δ, ρ): charges of one loss by one analyst on one dataset."""
+
+# Rows of the small tables are kept whole in a checkpoint; each table's key, from its row.
+_SMALL_TABLES: dict[str, Callable[[tuple[object, ...]], object]] = {
+    "datasets": lambda r: r[0],
+    "allowances": lambda r: (r[0], r[1]),
+    "analysts": lambda r: r[0],
+    "accountants": lambda r: r[0],
+    "samples": lambda r: (r[0], r[1]),
+}
+
+
+class Replay:
+    """The tables' rows as the chain says they must be, and the exact totals of the charges.
+
+    A replay starts empty (entry 1 next) or from a checkpoint (:meth:`from_checkpoint`): then
+    it holds the small tables whole and, of the growing ones (charges, answers, curator
+    events), only the rows written after the checkpoint; ``marks`` says where those begin.
+    """
+
+    def __init__(self) -> None:
+        self.ledger_id: str | None = None
+        self.datasets: Rows = {}
+        self.allowances: Rows = {}
+        self.events: Rows = {}
+        self.charges: Rows = {}
+        self.answers: Rows = {}
+        self.analysts: Rows = {}
+        self.accountants: Rows = {}
+        self.samples: Rows = {}
+        # Charges counted per (dataset, analyst, loss_type, ε, δ, ρ): the exact totals.
+        self.totals: dict[TotalKey, int] = {}
+        # Highest charge and event ids, and row counts of charges and answers, so far.
+        self.marks: dict[str, int] = {"charges": 0, "events": 0, "n_charges": 0, "n_answers": 0}
+        self.base: dict[str, int] | None = None  # the checkpoint's marks, when started from one
+        self.old_answered: set[int] = set()  # charges before the checkpoint answered after it
+
+    @classmethod
+    def from_checkpoint(cls, body: Mapping[str, Any]) -> Replay:
+        """The replay state a checkpoint's body records (rows, totals, marks)."""
+        replay = cls()
+        replay.ledger_id = str(body["ledger_id"])
+        for name, key in _SMALL_TABLES.items():
+            table: Rows = getattr(replay, name)
+            for row in body["state"][name]:
+                value = tuple(row)
+                table[key(value)] = value
+        for item in body["totals"]:
+            replay.totals[tuple(item[:6])] = int(item[6])
+        replay.marks = {k: int(v) for k, v in body["marks"].items()}
+        replay.base = dict(replay.marks)
+        return replay
+
+    def checkpoint_body(self, seq: int, head: str) -> str:
+        """The canonical text of a checkpoint of this state at entry ``seq`` (hash ``head``)."""
+        state = {
+            name: sorted((list(r) for r in getattr(self, name).values()), key=canonical)
+            for name in _SMALL_TABLES
+        }
+        totals = sorted(([*k, n] for k, n in self.totals.items()), key=canonical)
+        return canonical(
+            {
+                "ledger_id": self.ledger_id,
+                "seq": seq,
+                "head": head,
+                "state": state,
+                "totals": totals,
+                "marks": self.marks,
+            }
+        )
+
+    def apply(self, seq: int, op: str, d: dict[str, Any]) -> None:
+        """Apply entry ``seq``; raise ValueError, KeyError, TypeError or IndexError if invalid."""
+        if d.get("op") != op:
+            raise ValueError("op")
+        if op == "create":
+            if seq != 1:
+                raise ValueError("create")
+            self.ledger_id = str(d["ledger_id"])
+            return
+        if seq == 1:
+            raise ValueError("first")
+        if op in ("register", "change_cap", "set_allowance"):
+            loss: tuple[object, ...] = tuple(d["loss"])
+            name = d["dataset"]
+            self.events[d["event_id"]] = (
+                d["event_id"],
+                name,
+                op,
+                d["analyst"],
+                *loss,
+                d["previous"],
+                d["time"],
+            )
+            self.marks["events"] = max(self.marks["events"], int(d["event_id"]))
+            if op == "register":
+                self.datasets[name] = (name, *loss, d["time"])
+            elif op == "change_cap":
+                self.datasets[name] = (name, *loss, self.datasets[name][5])
+            else:
+                key = (name, d["analyst"])
+                self.allowances[key] = (*key, *loss, d["time"])
+        elif op == "charge":
+            loss = tuple(d["loss"])
+            if len(loss) != 4:
+                raise ValueError("loss")
+            self.charges[d["id"]] = (
+                d["id"],
+                d["dataset"],
+                d["analyst"],
+                d["query_key"],
+                d["query_text"],
+                *loss,
+                d["time"],
+                d["details"],
+                "charged",
+                d["idempotency_key"],
+            )
+            kind, e, dd, r = (None if x is None else str(x) for x in loss)
+            total: TotalKey = (str(d["dataset"]), str(d["analyst"]), str(kind), e, dd, r)
+            self.totals[total] = self.totals.get(total, 0) + 1
+            self.marks["charges"] = max(self.marks["charges"], int(d["id"]))
+            self.marks["n_charges"] += 1
+        elif op == "answer":
+            charge_id = d["charge_id"]
+            self.marks["n_answers"] += 1
+            if charge_id not in self.charges and self.base is not None:
+                if not isinstance(charge_id, int) or not 0 < charge_id <= self.base["charges"]:
+                    raise ValueError("answer")
+                if charge_id in self.old_answered:
+                    raise ValueError("answer")
+                self.old_answered.add(charge_id)
+                self.answers[charge_id] = (charge_id, None, None, d["sha256"], d["time"])
+                return
+            c = self.charges[charge_id]
+            if c[11] != "charged":
+                raise ValueError("answer")
+            self.charges[charge_id] = (*c[:11], "answered", c[12])
+            self.answers[charge_id] = (charge_id, c[1], c[3], d["sha256"], d["time"])
+        elif op == "add_analyst":
+            self.analysts[d["id"]] = (
+                d["id"],
+                d["name"],
+                d["role"],
+                d["digest"],
+                d["created"],
+                None,
+            )
+        elif op == "revoke_analyst":
+            a = self.analysts[d["id"]]
+            self.analysts[d["id"]] = (*a[:5], d["time"])
+        elif op == "set_accountant":
+            if d["dataset"] not in self.datasets:
+                raise ValueError("set_accountant")
+            self.accountants[d["dataset"]] = (d["dataset"], d["spec"], d["time"])
+        elif op == "sample_release":
+            if d["charge_id"] not in self.charges:
+                raise ValueError("sample_release")
+            key = (d["dataset"], d["sample"])
+            self.samples[key] = (*key, d["charge_id"], d["rate"], d["time"])
+        elif op != "acknowledge":
+            raise ValueError(op)
+
+
+def compare(
+    table: str,
+    expected: Rows,
+    actual: Rows,
+    problems: list[str],
+) -> None:
+    """Add to ``problems`` how the ``actual`` rows differ from the ``expected`` ones."""
+    if expected == actual:
+        return
+
+    def show(keys: list[object]) -> str:
+        shown = ", ".join(str(k) for k in keys[:5])
+        return shown + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
+
+    edited = [k for k in expected if k in actual and expected[k] != actual[k]]
+    missing = [k for k in expected if k not in actual]
+    extra = [k for k in actual if k not in expected]
+    if edited:
+        problems.append(
+            f"table {table}: row(s) {show(edited)} differ from what the chain recorded: the "
+            "database was edited by hand"
+        )
+    if missing:
+        problems.append(
+            f"table {table}: row(s) {show(missing)} recorded in the chain are missing: rows "
+            "were deleted"
+        )
+    if extra:
+        problems.append(
+            f"table {table}: row(s) {show(extra)} are not in the chain: rows were added "
+            "outside the ledger"
+        )
+
+
+def rows_by(
+    conn: Tx,
+    sql: str,
+    key: Callable[[tuple[object, ...]], object],
+    params: tuple[object, ...] = (),
+) -> Rows:
+    """The rows ``sql`` returns, by ``key``."""
+    return {key(r): tuple(r) for r in conn.execute(sql, params)}
+
+
+# -- checkpoints ---------------------------------------------------------------------------
+
+CHECKPOINT_EVERY = 1000
+"""A write that leaves at least this many entries after the last checkpoint makes a new one."""
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A stored checkpoint: entry ``seq`` with hash ``head``, the body and its SHA-256."""
+
+    seq: int
+    head: str
+    body: str
+    hash: str
+
+    def parsed(self) -> dict[str, Any]:
+        """The body as JSON (ledger_id, seq, head, state, totals, marks)."""
+        value = json.loads(self.body)
+        if not isinstance(value, dict):
+            raise ValueError("checkpoint")
+        return value
+
+
+def body_hash(body: str) -> str:
+    """SHA-256 (hex) of a checkpoint's body: what the anchor records."""
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
+def load_checkpoint(conn: Tx, seq: int) -> Checkpoint | None:
+    """The checkpoint at entry ``seq``, or None."""
+    if not conn.has_table("checkpoints"):
+        return None
+    row = conn.execute(
+        "SELECT seq, head, body, hash FROM checkpoints WHERE seq = ?", (seq,)
+    ).fetchone()
+    if row is None:
+        return None
+    return Checkpoint(seq=int(row[0]), head=str(row[1]), body=str(row[2]), hash=str(row[3]))
+
+
+def vouched(
+    conn: Tx, anchor: Anchor | None, ledger_id: str
+) -> tuple[Checkpoint | None, str | None]:
+    """The checkpoint ``anchor`` vouches for, or (None, the problem in words).
+
+    (None, None) when the anchor vouches for none (no checkpoint yet, an older anchor, or an
+    anchor of another ledger: that is reported elsewhere).
+    """
+    if anchor is None or anchor.checkpoint is None or anchor.ledger_id != ledger_id:
+        return None, None
+    seq, digest = anchor.checkpoint
+    found = load_checkpoint(conn, seq)
+    if found is None:
+        return None, (
+            f"the checkpoint at entry {seq} that the anchor vouches for is missing: rows were "
+            "deleted"
+        )
+    if found.hash != digest or body_hash(found.body) != digest:
+        return None, (
+            f"the checkpoint at entry {seq} differs from the one the anchor vouches for: it "
+            "was edited"
+        )
+    return found, None
+
+
+def make_checkpoint(w: Write, base: Checkpoint | None) -> Checkpoint:
+    """Build and insert the checkpoint at ``w``'s last entry, inside ``w``.
+
+    The checkpoint is a function of the chain alone: the state of ``base`` (a checkpoint the
+    anchor vouches for, or None to start from entry 1) with every entry after it replayed,
+    each entry's hash checked against its predecessor. Table rows are never read, so a row
+    edited by hand cannot be laundered into a checkpoint.
+
+    Raises:
+        LedgerError: the chain after ``base`` does not verify (nothing is written then: the
+            caller's transaction rolls back).
+    """
+    conn = w.conn
+    replay = Replay() if base is None else Replay.from_checkpoint(base.parsed())
+    seq, head = (0, GENESIS) if base is None else (base.seq, base.head)
+    if base is not None:
+        row = conn.execute("SELECT hash FROM chain WHERE seq = ?", (base.seq,)).fetchone()
+        if row is None or str(row[0]) != base.head:
+            raise LedgerError("the chain no longer matches its last checkpoint")
+    for s, op, payload, digest in conn.execute(
+        "SELECT seq, op, payload, hash FROM chain WHERE seq > ? ORDER BY seq", (seq,)
+    ):
+        if s != seq + 1 or entry_hash(head, s, payload) != digest:
+            raise LedgerError(f"chain entry {s} does not verify; no checkpoint was made")
+        try:
+            replay.apply(s, op, json.loads(payload))
+        except (ValueError, KeyError, TypeError, IndexError) as e:
+            raise LedgerError(f"chain entry {s} cannot be replayed; no checkpoint was made") from e
+        seq, head = s, digest
+    body = replay.checkpoint_body(seq, head)
+    made = Checkpoint(seq=seq, head=head, body=body, hash=body_hash(body))
+    conn.ensure_extensions()
+    conn.execute(
+        "INSERT INTO checkpoints (seq, head, body, hash) VALUES (?, ?, ?, ?)",
+        (made.seq, made.head, made.body, made.hash),
+    )
+    return made
+
+
+def counted(checkpoint: Checkpoint) -> Counted:
+    """What a checkpoint counts: the last charge id it includes and its totals by dataset.
+
+    Admission adds the charges after that id to these totals
+    (:func:`deniable.ledger.budget.loss_groups`), so a charge before the checkpoint counts as
+    the chain recorded it, whatever its row says.
+    """
+    body = checkpoint.parsed()
+    by_dataset: dict[str, list[tuple[str, str, str | None, str | None, str | None, int]]] = {}
+    for t in body["totals"]:
+        dataset, analyst, kind, e, d, r, n = t
+        by_dataset.setdefault(str(dataset), []).append((str(analyst), str(kind), e, d, r, int(n)))
+    return int(body["marks"]["charges"]), by_dataset
+
+
+def audit(
+    conn: Tx,
+    anchor: Anchor | None,
+    unreadable: str | None,
+    *,
+    anchor_path: str | None,
+    full: bool = True,
+) -> LedgerReport:
+    """Replay the chain, compare the tables with it, and compare the anchor with the chain.
+
+    ``anchor_path`` None means no anchor is expected (a backup copy). With ``full`` the
+    whole chain is replayed from entry 1, every table compared whole and every checkpoint
+    recomputed. Without it, the replay starts at the checkpoint the anchor vouches for (if
+    any): the small tables (datasets, allowances, accountants, analysts, samples) are still
+    compared whole, but of charges, answers and curator events only the rows written after
+    the checkpoint (and the charges before it that were answered after it), so the cost
+    does not grow with the history. A hand edit, deletion or insertion of an older row is
+    then found by the full verification only — and cannot change what admission counts,
+    which takes the checkpoint's totals for every charge before it.
+    """
+    problems: list[str] = []
+    meta = {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
+    ledger_id = meta.get("ledger_id", "")
+    start: Checkpoint | None = None
+    if not full and anchor_path is not None and unreadable is None:
+        start, problem = vouched(conn, anchor, ledger_id)
+        if problem is not None:
+            problems.append(problem)
+    replay = Replay()
+    seq, head = 0, GENESIS
+    intact = True
+    if start is not None:
+        try:
+            replay = Replay.from_checkpoint(start.parsed())
+        except (ValueError, KeyError, TypeError, IndexError):
+            problems.append(f"the checkpoint at entry {start.seq} cannot be read: it was edited")
+            intact = False
+        row = conn.execute("SELECT hash FROM chain WHERE seq = ?", (start.seq,)).fetchone()
+        if intact and (row is None or str(row[0]) != start.head):
+            problems.append(
+                f"chain entry {start.seq} differs from the checkpoint the anchor vouches for: "
+                "the history was rewritten"
+            )
+            intact = False
+        seq, head = start.seq, start.head
+    stored: dict[int, str] = {}
+    if conn.has_table("checkpoints"):
+        stored = {
+            int(r[0]): str(r[1])
+            for r in conn.execute("SELECT seq, hash FROM checkpoints WHERE seq > ?", (seq,))
+        }
+    hashes: dict[int, str] = {}
+    if intact:
+        for s, op, payload, digest in conn.execute(
+            "SELECT seq, op, payload, hash FROM chain WHERE seq > ? ORDER BY seq", (seq,)
+        ):
+            if s != seq + 1:
+                problems.append(
+                    f"chain entries {seq + 1} to {s - 1} are missing: entries were deleted"
+                )
+                intact = False
+                break
+            if entry_hash(head, s, payload) != digest:
+                problems.append(f"chain entry {s} ({op}) does not match its hash: it was edited")
+                intact = False
+                break
+            try:
+                replay.apply(s, op, json.loads(payload))
+            except (ValueError, KeyError, TypeError, IndexError):
+                problems.append(f"chain entry {s} ({op}) cannot be replayed: it was edited")
+                intact = False
+                break
+            seq, head = s, digest
+            hashes[s] = digest
+            if s in stored and body_hash(replay.checkpoint_body(s, digest)) != stored.pop(s):
+                problems.append(
+                    f"the checkpoint at entry {s} differs from the chain: it was edited"
+                )
+    if intact and stored:
+        problems.append(
+            f"checkpoint(s) at entries {', '.join(str(s) for s in sorted(stored)[:5])} are "
+            "not backed by the chain: rows were added outside the ledger"
+        )
+    last = conn.execute("SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1").fetchone()
+    db_seq, db_head = (0, GENESIS) if last is None else (int(last[0]), str(last[1]))
+    if intact and seq == 0:
+        problems.append("the chain is empty: the ledger's first entry was deleted")
+        intact = False
+    if intact and replay.ledger_id != ledger_id:
+        problems.append("the ledger's recorded identity differs from its first chain entry")
+    if intact:
+        _compare_tables(conn, replay, problems)
+    if anchor_path is not None:
+        _check_anchor(conn, anchor, unreadable, anchor_path, ledger_id, db_seq, hashes, problems)
+    return LedgerReport(
+        ok=not problems,
+        problems=tuple(problems),
+        seq=db_seq,
+        head=db_head,
+        anchor_seq=None if anchor is None else anchor.seq,
+        ledger_id=ledger_id,
+    )
+
+
+def _compare_tables(conn: Tx, replay: Replay, problems: list[str]) -> None:
+    """Compare the tables with the replay (after its checkpoint, when it started from one)."""
+    base = replay.base
+    after = "" if base is None else " WHERE id > ?"
+    compare(
+        "datasets",
+        replay.datasets,
+        rows_by(
+            conn,
+            "SELECT name, loss_type, epsilon, delta, rho, registered_at FROM datasets",
+            lambda r: r[0],
+        ),
+        problems,
+    )
+    compare(
+        "allowances",
+        replay.allowances,
+        rows_by(
+            conn,
+            "SELECT dataset, analyst, loss_type, epsilon, delta, rho, set_at FROM allowances",
+            lambda r: (r[0], r[1]),
+        ),
+        problems,
+    )
+    compare(
+        "curator_events",
+        replay.events,
+        rows_by(
+            conn,
+            "SELECT id, dataset, action, analyst, loss_type, epsilon, delta, rho, previous, "
+            "time FROM curator_events" + after,
+            lambda r: r[0],
+            () if base is None else (base["events"],),
+        ),
+        problems,
+    )
+    compare(
+        "charges",
+        replay.charges,
+        rows_by(
+            conn,
+            f"SELECT {CHARGE_COLUMNS} FROM charges" + after,
+            lambda r: r[0],
+            () if base is None else (base["charges"],),
+        ),
+        problems,
+    )
+    answer_sql = "SELECT charge_id, dataset, query_key, payload, time FROM answers"
+    answer_args: tuple[object, ...] = ()
+    if base is not None:
+        answer_sql += " WHERE charge_id > ?"
+        answer_args = (base["charges"],)
+    answers: Rows = {
+        r[0]: (r[0], r[1], r[2], hashlib.sha256(bytes(r[3])).hexdigest(), r[4])
+        for r in conn.execute(answer_sql, answer_args)
+    }
+    expected = dict(replay.answers)
+    if base is not None:
+        # Answers stored after the checkpoint for charges made before it: the charge row
+        # must say answered, and the answer row must carry the charge's dataset and key.
+        for charge_id in sorted(replay.old_answered):
+            old = conn.execute(
+                "SELECT dataset, query_key, status FROM charges WHERE id = ?", (charge_id,)
+            ).fetchone()
+            ans = conn.execute(
+                "SELECT charge_id, dataset, query_key, payload, time FROM answers "
+                "WHERE charge_id = ?",
+                (charge_id,),
+            ).fetchone()
+            want = expected.pop(charge_id)
+            if old is None or old[2] != "answered":
+                problems.append(
+                    f"table charges: row {charge_id} is not marked answered although the "
+                    "chain recorded its answer: the database was edited by hand"
+                )
+                continue
+            expected[charge_id] = (charge_id, old[0], old[1], want[3], want[4])
+            if ans is not None:
+                answers[charge_id] = (
+                    ans[0],
+                    ans[1],
+                    ans[2],
+                    hashlib.sha256(bytes(ans[3])).hexdigest(),
+                    ans[4],
+                )
+    compare("answers", expected, answers, problems)
+    compare(
+        "analysts",
+        replay.analysts,
+        rows_by(
+            conn,
+            "SELECT id, name, role, digest, created, revoked_at FROM analysts",
+            lambda r: r[0],
+        ),
+        problems,
+    )
+    compare(
+        "accountants",
+        replay.accountants,
+        rows_by(conn, "SELECT dataset, spec, set_at FROM accountants", lambda r: r[0])
+        if conn.has_table("accountants")
+        else {},
+        problems,
+    )
+    compare(
+        "sample_releases",
+        replay.samples,
+        rows_by(
+            conn,
+            "SELECT dataset, sample, charge_id, rate, time FROM sample_releases",
+            lambda r: (r[0], r[1]),
+        )
+        if conn.has_table("sample_releases")
+        else {},
+        problems,
+    )
+
+
+def _check_anchor(
+    conn: Tx,
+    anchor: Anchor | None,
+    unreadable: str | None,
+    anchor_path: str,
+    ledger_id: str,
+    db_seq: int,
+    hashes: dict[int, str],
+    problems: list[str],
+) -> None:
+    """Compare the anchor with the chain: identity, rollback, and the hash it records."""
+    if unreadable is not None:
+        problems.append(unreadable)
+    elif anchor is None:
+        if db_seq > 1:
+            problems.append(
+                f"the anchor file {anchor_path!r} is missing but the ledger has {db_seq} "
+                "entries: the anchor was deleted, or this database is a copy of a ledger"
+            )
+    elif anchor.ledger_id != ledger_id:
+        if db_seq <= 1:
+            problems.append(
+                f"the ledger database is new (no entry after its creation) but the anchor "
+                f"file records {anchor.seq} entries of another ledger: the ledger file "
+                "was deleted, or replaced by an empty copy (e.g. one taken without its "
+                "-wal file)"
+            )
+        else:
+            problems.append(
+                f"the ledger's identity differs from the anchor's: this database is "
+                f"another ledger file than the one {anchor_path!r} belongs to"
+            )
+    elif anchor.seq > db_seq:
+        problems.append(
+            f"the ledger has {db_seq} entries but its anchor records {anchor.seq}: an older "
+            "copy of the ledger was restored (or a copy made without its -wal file)"
+        )
+    else:
+        at = hashes.get(anchor.seq)
+        if at is None:
+            row = conn.execute("SELECT hash FROM chain WHERE seq = ?", (anchor.seq,)).fetchone()
+            at = None if row is None else str(row[0])
+        if at != anchor.head:
+            problems.append(
+                f"chain entry {anchor.seq} has another hash than the anchor records: the "
+                "history was rewritten"
+            )
+
+
+def live_check(
+    w: Write,
+    anchor: Anchor | None,
+    unreadable: str | None,
+    *,
+    ledger_id: str,
+    anchor_path: str,
+) -> str | None:
+    """Inside a write: the anchor must name this ledger at an entry the database has.
+
+    Returns the problem in plain words, or None.
+    """
+    if unreadable is not None:
+        return unreadable
+    if anchor is None:
+        return f"the anchor file {anchor_path!r} disappeared while the ledger was in use"
+    if anchor.ledger_id != ledger_id:
+        return "the anchor file now belongs to another ledger"
+    if anchor.seq > w.seq:
+        return (
+            f"the database has {w.seq} entries but its anchor records {anchor.seq}: the "
+            "database was replaced by an older copy while in use"
+        )
+    head: str | None = w.head
+    if anchor.seq != w.seq:
+        row = w.conn.execute("SELECT hash FROM chain WHERE seq = ?", (anchor.seq,)).fetchone()
+        head = None if row is None else str(row[0])
+    if head != anchor.head:
+        return f"entry {anchor.seq} has another hash than the anchor records"
+    return None

@@ -1,0 +1,139 @@
+"""The ledger's storage interface: what a backend (SQLite, PostgreSQL) must provide.
+
+The ledger's logic — admission, the hash chain, replay and audit, the anchor, checkpoints —
+is written once, against :class:`Tx` (one open transaction) and :class:`Store` (a database
+that opens transactions). A backend supplies only what differs between databases:
+
+* **transactions**: a *write* transaction is serialised against every other writer of the
+  same ledger, in every process and on every host, from its first read (SQLite's
+  ``BEGIN IMMEDIATE``; PostgreSQL's transaction-scoped advisory lock); a *read* transaction
+  sees one consistent snapshot;
+* **the dialect**: placeholders (``?`` in the shared SQL; a backend may translate), the id of
+  an inserted row, a JSON field of a text column, the list of tables;
+* **the schema and its append-only walls**: the tables, and triggers (plus, on PostgreSQL,
+  grants) that refuse deletes and every update the ledger does not make itself;
+* **a consistent copy** as a single SQLite ledger file, for :meth:`Ledger.backup`.
+
+Driver errors inside a transaction become :class:`~deniable.errors.LedgerError` with the
+driver's error as ``__cause__``; nothing fallible runs after a commit except the anchor.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+
+class Cursor(Protocol):
+    """The result of :meth:`Tx.execute` (a DB-API cursor)."""
+
+    def fetchone(self) -> Any:
+        """The next row, or None."""
+
+    def fetchall(self) -> list[Any]:
+        """All remaining rows."""
+
+    def __iter__(self) -> Iterator[Any]:
+        """Iterate over the remaining rows."""
+
+
+Counted = tuple[int, Mapping[str, list[tuple[str, str, str | None, str | None, str | None, int]]]]
+"""What a checkpoint counts: the last charge id it includes, and per dataset its charges as
+``(analyst, loss_type, ε, δ, ρ, count)``."""
+
+
+class Tx(ABC):
+    """One open transaction on a ledger's database: the only way ledger logic touches storage.
+
+    SQL is written with ``?`` placeholders and the SQL both SQLite and PostgreSQL accept;
+    everything else goes through the methods below.
+
+    Attributes:
+        counted: set by the ledger when a checkpoint the anchor vouches for counts the
+            charges up to some id (totals then add only the rows after it); None: every
+            charge row counts.
+    """
+
+    counted: Counted | None = None
+
+    @abstractmethod
+    def execute(self, sql: str, params: Sequence[object] = ()) -> Cursor:
+        """Run one statement with ``?`` placeholders and return its cursor."""
+
+    @abstractmethod
+    def insert(self, sql: str, params: Sequence[object] = ()) -> int:
+        """Run one ``INSERT`` of a row into a table with an ``id`` key; return the new id."""
+
+    @abstractmethod
+    def tables(self) -> set[str]:
+        """The names of the tables in the ledger's schema."""
+
+    def has_table(self, name: str) -> bool:
+        """Whether the ledger's schema has table ``name``."""
+        return name in self.tables()
+
+    @abstractmethod
+    def json_text(self, column: str, *keys: str) -> str:
+        """An SQL expression: the text at ``keys`` inside the JSON text of ``column``."""
+
+    @abstractmethod
+    def ensure_extensions(self) -> None:
+        """Create the tables added after schema version 2 if this ledger predates them."""
+
+    @abstractmethod
+    def create_schema(self) -> None:
+        """Create every table, index and append-only trigger of a new ledger."""
+
+
+class Store(ABC):
+    """A ledger's database: opens transactions, copies itself, closes.
+
+    Attributes:
+        location: where the ledger is, for messages (a path, or a URL without password).
+        default_anchor: the anchor file used when the caller names none.
+        driver_errors: the driver's exception types (mapped to LedgerError when opening).
+    """
+
+    location: str
+    default_anchor: str
+    driver_errors: tuple[type[BaseException], ...]
+
+    @abstractmethod
+    def configure(self) -> None:
+        """Per-connection settings (durability, journaling); may raise a busy error."""
+
+    def is_busy(self, error: BaseException) -> bool:
+        """Whether ``error`` means another opener holds a lock for now (retry later)."""
+        return False
+
+    @abstractmethod
+    def transaction(self, *, write: bool) -> AbstractContextManager[Tx]:
+        """One transaction; commit on leaving the block, roll back on any exception.
+
+        Raises:
+            LedgerError: the transaction cannot start or commit, or a statement failed
+                (the driver's error is the cause).
+        """
+
+    @abstractmethod
+    def copy_to_sqlite(self, dest: str) -> None:
+        """Write one consistent snapshot of the whole ledger to a new SQLite file ``dest``.
+
+        Raises:
+            LedgerError: the copy failed.
+        """
+
+    def own_files(self) -> tuple[str, ...]:
+        """Files that belong to the database itself (a backup must not overwrite them)."""
+        return ()
+
+    @property
+    def connection(self) -> Any:
+        """The driver's connection (for tests and diagnostics), or None when closed."""
+        return None
+
+    @abstractmethod
+    def close(self) -> None:
+        """Close the connection; committed work is already durable."""
