@@ -8,11 +8,54 @@ noise draws).
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+
+@dataclass(frozen=True)
+class Remedy:
+    """One way to fix a refused call, as a parameter, so each surface words it its own way.
+
+    The Python API says ``pass bounds={'cost': (lower, upper)}``; the CLI says ``--bounds
+    cost=LO:HI``. An error that carries remedies (:func:`remedied`) lets the CLI rebuild its
+    message from :attr:`DeniableError.problem` and these.
+
+    Attributes:
+        parameter: the Python keyword that fixes it: ``bounds``, ``delta``, ``epsilon``,
+            ``rho`` or ``public_keys`` (pass it), ``no_delta`` (leave δ out) or
+            ``allow_change`` (a cap changes only on purpose).
+        column: the column it is about, if any.
+    """
+
+    parameter: str
+    column: str | None = None
 
 
 class DeniableError(Exception):
-    """Base class of every error raised by deniable."""
+    """Base class of every error raised by deniable.
+
+    Attributes:
+        problem: what is wrong, without the fix (set with the remedies), or None.
+        remedies: ways to fix it as parameters (:class:`Remedy`); empty when the message
+            says it all.
+        where: the place in the query text, as the message ends (`` (line 1, column 12)``),
+            or empty.
+    """
+
+    problem: str | None = None
+    remedies: tuple[Remedy, ...] = ()
+    where: str = ""
+
+
+E = TypeVar("E", bound=DeniableError)
+
+
+def remedied(exc: E, problem: str, *remedies: Remedy, where: str = "") -> E:
+    """``exc`` with its problem and remedies attached (its message is unchanged)."""
+    exc.problem = problem
+    exc.remedies = remedies
+    exc.where = where
+    return exc
 
 
 class InvalidParameter(DeniableError, ValueError):

@@ -98,6 +98,31 @@ class CommandFailed(Exception):
         self.code = code
 
 
+CLI_REMEDIES: dict[str, str] = {
+    "bounds": "pass --bounds {column}=LO:HI (a public range, never derived from the data; "
+    "with --config the curator declares it)",
+    "delta": "pass --delta (a δ > 0 for selecting the keys privately)",
+    "public_keys": "pass --keys {column}=V1,V2,… (its public values; with --config the curator "
+    "declares them)",
+    "epsilon": "pass --epsilon",
+    "rho": "pass --rho",
+    "no_delta": "leave --delta out",
+    "allow_change": "leave --budget out (the ledger keeps the cap it was first given)",
+}
+"""How the CLI words each :class:`~deniable.errors.Remedy` (its flags, not Python keywords)."""
+
+
+def in_cli_terms(exc: DeniableError) -> str:
+    """The error's message with its remedies worded as CLI flags (its own text without any).
+
+    ``SUM(cost) needs clamping bounds: pass --bounds cost=LO:HI (…) (line 1, column 8)``.
+    """
+    if exc.problem is None or not exc.remedies:
+        return str(exc)
+    fixes = [CLI_REMEDIES[r.parameter].format(column=r.column) for r in exc.remedies]
+    return f"{exc.problem}: {'; or '.join(fixes)}{exc.where}"
+
+
 def classify(exc: BaseException) -> tuple[ExitCode, str, str]:
     """Map an exception to ``(exit code, stable error code, one-line message)``.
 
@@ -114,14 +139,14 @@ def classify(exc: BaseException) -> tuple[ExitCode, str, str]:
         return ExitCode.LEDGER, code, str(exc)
     if isinstance(exc, UnsafeQuery):
         code = "sql_error" if isinstance(exc, SQLError) else "unsafe_query"
-        return ExitCode.REFUSED, code, str(exc)
+        return ExitCode.REFUSED, code, in_cli_terms(exc)
     if isinstance(exc, InternalError):
         return ExitCode.ERROR, "internal_error", f"a bug in deniable: {exc} (nothing was released)"
     if isinstance(exc, DeniableError):
         from deniable.server.config import ConfigError
 
         code = "config_error" if isinstance(exc, ConfigError) else "invalid_parameter"
-        return ExitCode.ERROR, code, str(exc)
+        return ExitCode.ERROR, code, in_cli_terms(exc)
     if isinstance(exc, OSError):
         where = f"{exc.filename}: " if exc.filename else ""
         return ExitCode.ERROR, "io_error", f"{where}{exc.strerror or type(exc).__name__}"

@@ -263,9 +263,12 @@ def refuse(message: str, node: object = None, text: str = "") -> UnsafeQuery:
 
 def refuse_at(message: str, pos: Position | None) -> UnsafeQuery:
     """An :class:`UnsafeQuery` with ``(line L, column C)`` appended when ``pos`` is known."""
-    if pos is None:
-        return UnsafeQuery(message)
-    return UnsafeQuery(f"{message} (line {pos.line}, column {pos.column})")
+    return UnsafeQuery(message + place(pos))
+
+
+def place(pos: Position | None) -> str:
+    """`` (line L, column C)``, or empty when ``pos`` is unknown."""
+    return "" if pos is None else f" (line {pos.line}, column {pos.column})"
 
 
 def parse(text: str) -> ParsedQuery:

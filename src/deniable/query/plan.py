@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho, parameter
-from deniable.errors import InternalError, InvalidParameter, UnsafeQuery
+from deniable.errors import InternalError, InvalidParameter, Remedy, UnsafeQuery, remedied
 from deniable.mechanisms.events import PartitionSelectionEvent, PrivacyEvent, compose_events
 from deniable.query import partition
 from deniable.query.aggregates import Aggregate, PlanContext
@@ -224,20 +224,44 @@ def requested_loss(
     """
     if budget_kind is Rho:
         if epsilon is not None or delta is not None:
-            raise InvalidParameter("this session's budget is ρ-zCDP: pass rho=..., not epsilon")
+            problem = "this dataset's budget is ρ-zCDP: a query spends ρ, not ε or δ"
+            raise remedied(
+                InvalidParameter(f"{problem}: pass rho=..., not epsilon"), problem, Remedy("rho")
+            )
         if rho is None:
-            raise InvalidParameter("pass rho=... (the zCDP budget this query may spend)")
+            problem = "no ρ given (the zCDP budget this query may spend)"
+            raise remedied(
+                InvalidParameter("pass rho=... (the zCDP budget this query may spend)"),
+                problem,
+                Remedy("rho"),
+            )
         return Rho(rho=_number(rho, "rho"))
     if rho is not None:
-        raise InvalidParameter("this session's budget is not ρ-zCDP: pass epsilon=..., not rho")
+        problem = "this dataset's budget is not ρ-zCDP: a query spends ε (and δ), not ρ"
+        raise remedied(
+            InvalidParameter(f"{problem}: pass epsilon=..., not rho"), problem, Remedy("epsilon")
+        )
     if epsilon is None:
-        raise InvalidParameter("pass epsilon=... (the privacy loss this query may spend)")
+        problem = "no ε given (the privacy loss this query may spend)"
+        raise remedied(
+            InvalidParameter("pass epsilon=... (the privacy loss this query may spend)"),
+            problem,
+            Remedy("epsilon"),
+        )
     eps = _number(epsilon, "epsilon")
     if budget_kind is Epsilon:
         if delta is not None and _number(delta, "delta") != 0:
-            raise InvalidParameter(
-                "this session's budget is pure ε: delta cannot be spent (private group keys "
-                "need an EpsilonDelta budget; declare public_keys instead)"
+            problem = (
+                "this dataset's budget is pure ε: δ cannot be spent (private group keys need "
+                "an (ε, δ) budget; the curator can declare public keys instead)"
+            )
+            raise remedied(
+                InvalidParameter(
+                    "this session's budget is pure ε: delta cannot be spent (private group "
+                    "keys need an EpsilonDelta budget; declare public_keys instead)"
+                ),
+                problem,
+                Remedy("no_delta"),
             )
         return Epsilon(epsilon=eps)
     return EpsilonDelta(epsilon=eps, delta=0 if delta is None else _number(delta, "delta"))
@@ -297,19 +321,23 @@ def make_plan(
     delta = requested.delta if isinstance(requested, EpsilonDelta) else Fraction(0)
     if private:
         if kind is not EpsilonDelta or delta == 0:
-            raise UnsafeQuery(
+            unkeyed = [_key_label(k) for k, d in zip(keys, key_domains, strict=True) if d is None]
+            problem = (
                 "grouping by columns without declared public keys needs DP partition "
-                "selection, which costs a δ > 0: pass delta=... with an EpsilonDelta budget, "
-                "or ask the curator to declare public_keys for "
-                + ", ".join(
-                    repr(_key_label(k)) for k, d in zip(keys, key_domains, strict=True) if d is None
-                )
+                "selection, which costs a δ > 0"
+            )
+            raise remedied(
+                UnsafeQuery(
+                    f"{problem}: pass delta=... with an EpsilonDelta budget, or ask the "
+                    "curator to declare public_keys for " + ", ".join(map(repr, unkeyed))
+                ),
+                problem,
+                Remedy("delta"),
+                *(Remedy("public_keys", k) for k in unkeyed),
             )
     elif delta > 0:
-        raise InvalidParameter(
-            "delta is spent only on selecting private group keys and this query has none: "
-            "leave delta out"
-        )
+        problem = "δ is spent only on selecting private group keys and this query has none"
+        raise remedied(InvalidParameter(f"{problem}: leave delta out"), problem, Remedy("no_delta"))
 
     total = requested.rho if isinstance(requested, Rho) else requested.epsilon
     shares = _shares(query, split, private)

@@ -31,7 +31,7 @@ from fractions import Fraction
 import numpy as np
 from sqlglot import exp
 
-from deniable.errors import UnsafeQuery
+from deniable.errors import Remedy, UnsafeQuery, remedied
 from deniable.query.catalog import MAX_BOUND, MAX_PUBLIC_KEYS, Bounds, ColumnKind
 from deniable.query.postprocess import ARITHMETIC, COMPARISONS, construct
 
@@ -263,12 +263,14 @@ class _Bounder:
                     f"{self.what} needs numeric values; column {info.name!r} is not numeric", n
                 )
             if info.bounds is None:
-                raise self.refuse(
-                    f"{self.what} needs clamping bounds for column {info.name!r}: the curator "
-                    f"can declare bounds={{'{info.name}': (lower, upper)}}, or pass them to "
-                    "sql() (bounds must not be derived from the data)",
-                    n,
+                problem = f"{self.what} needs clamping bounds for column {info.name!r}"
+                message = (
+                    f"{problem}: the curator can declare bounds={{'{info.name}': (lower, "
+                    "upper)}, or pass them to sql() (bounds must not be derived from the data)"
                 )
+                exc = self.refuse(message, n)
+                where = str(exc)[len(message) :]
+                raise remedied(exc, problem, Remedy("bounds", info.name), where=where)
             lo, hi = info.bounds.as_floats()
             clamp = Clamp(
                 this=n.copy(),

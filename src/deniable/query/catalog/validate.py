@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sqlglot import exp
 
-from deniable.errors import InvalidParameter, SQLError, UnsafeQuery
+from deniable.errors import InvalidParameter, Remedy, SQLError, UnsafeQuery, remedied
 from deniable.query import postprocess, rowexpr
 from deniable.query.aggregates import (
     Aggregate,
@@ -72,6 +72,7 @@ from deniable.query.parse import (
     Position,
     aggregate_index,
     normalize,
+    place,
     position_of,
     refuse,
     refuse_at,
@@ -1312,12 +1313,18 @@ def _resolve_aggregate(
                 call.position,
             )
         if base.bounds is None:
-            raise refuse_at(
-                f"{name}({col.name}) needs clamping bounds: the curator can declare "
-                f"bounds={{'{col.name}': (lower, upper)}} in add_table, or pass "
-                f"bounds={{'{col.name}': (lower, upper)}} to sql() (bounds must not be "
-                "derived from the data)",
-                call.position,
+            problem = f"{name}({col.name}) needs clamping bounds"
+            raise remedied(
+                refuse_at(
+                    f"{problem}: the curator can declare "
+                    f"bounds={{'{col.name}': (lower, upper)}} in add_table, or pass "
+                    f"bounds={{'{col.name}': (lower, upper)}} to sql() (bounds must not be "
+                    "derived from the data)",
+                    call.position,
+                ),
+                problem,
+                Remedy("bounds", col.name),
+                where=place(call.position),
             )
         return _make(kind, call, col, base.bounds)
     what = f"{name}({arg.sql(dialect='duckdb')})"
