@@ -215,11 +215,11 @@ def test_validation_errors_never_echo_the_input(client: TestClient) -> None:
 
 def test_unknown_dataset_and_route(client: TestClient) -> None:
     r = client.get("/v1/datasets/nope", headers=auth("ann"))
-    assert r.status_code == 404 and code(r) == "not_found"
+    assert r.status_code == 404 and code(r) == "unknown_dataset"
     r = client.post(
         "/v1/datasets/nope/query", json={"sql": COUNT, "epsilon": 0.1}, headers=auth("ann")
     )
-    assert r.status_code == 404 and code(r) == "not_found"
+    assert r.status_code == 404 and code(r) == "unknown_dataset"
     r = client.get("/v2/anything")
     assert r.status_code == 404 and code(r) == "not_found"
     r = client.delete("/v1/datasets", headers=auth("ann"))

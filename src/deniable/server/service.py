@@ -55,6 +55,7 @@ from deniable.errors import (
     InvalidParameter,
     LedgerError,
     LedgerTampered,
+    UnknownDataset,
 )
 from deniable.graph import Graph, GraphInfo
 from deniable.graph.sql import graph_of
@@ -388,7 +389,7 @@ class Service:
         """The dataset's declared schema and policy, and the caller's budget (no loss).
 
         Raises:
-            UnknownResource: no such dataset.
+            UnknownDataset: no such dataset.
             LedgerTampered: the ledger failed verification at start-up.
         """
         session = self._session(dataset)
@@ -407,7 +408,7 @@ class Service:
         """The dataset's cap and what is spent and left (for ``analyst`` if given).
 
         Raises:
-            UnknownResource: no such dataset.
+            UnknownDataset: no such dataset.
         """
         self._known(dataset)
         cap = self._ledger.cap(dataset)
@@ -442,7 +443,7 @@ class Service:
         """Compile ``query`` for ``dataset``: no data read, nothing charged.
 
         Raises:
-            UnknownResource: no such dataset.
+            UnknownDataset: no such dataset.
             SQLError, UnsafeQuery, InvalidParameter: as ``Session.sql``; a graph query
                 (which has no compiled program: it is answered by :meth:`query`) raises
                 InvalidParameter once its text is checked (SQLError or UnsafeQuery if it
@@ -491,7 +492,7 @@ class Service:
         charge, so a retry pays once, as for tables.
 
         Raises:
-            UnknownResource: no such dataset.
+            UnknownDataset: no such dataset.
             SQLError, UnsafeQuery, InvalidParameter: the query is refused (nothing spent).
             BudgetExceeded: it does not fit what is left (nothing spent).
             IdempotencyConflict: the key was used before for another query.
@@ -737,7 +738,7 @@ class Service:
         for, or, when none was given, at the least loss found.
 
         Raises:
-            UnknownResource: no such dataset.
+            UnknownDataset: no such dataset.
             SQLError, UnsafeQuery, InvalidParameter: the query or the options are refused,
                 an unknown output in ``target``, an output with no width known in advance
                 in ``target``, or a target no budget meets.
@@ -816,7 +817,7 @@ class Service:
 
         Raises:
             Forbidden: the principal is not a curator.
-            UnknownResource: no such dataset.
+            UnknownDataset: no such dataset.
             InvalidParameter: an unknown table or column, a row-level table (nothing to
                 tune), ε not positive.
             BudgetExceeded: ``epsilon`` does not fit what is left (nothing spent).
@@ -872,7 +873,7 @@ class Service:
 
         Raises:
             Forbidden: the principal is not a curator.
-            UnknownResource: no such dataset.
+            UnknownDataset: no such dataset.
             InvalidParameter: an unknown table or column, a row-level table.
         """
         _require_curator(principal)
@@ -941,7 +942,7 @@ class Service:
 
     def _known(self, dataset: str) -> None:
         if dataset not in self._config.datasets:
-            raise UnknownResource(f"no dataset named {dataset!r}; GET /v1/datasets lists them")
+            raise UnknownDataset(f"no dataset named {dataset!r}; GET /v1/datasets lists them")
 
     def _session(self, dataset: str) -> Session:
         self._known(dataset)
