@@ -159,8 +159,9 @@ def main() -> None:
             "(a) fixed `max_groups = max_rows = 1`; (b) `Session.tune` with ε/5, the best proposal "
             "answering at 4ε/5 (mean over "
             f"{args.repeat} tunings); (c) the oracle's best policy on the grid 1–64 × 1–64 at ε, "
-            "chosen with hindsight. `tune time / query`: the median tuning against the median of five grouped queries "
-            f"(each at its own ε, so none is a free replay) on the same table. {args.people:,} people per shape."
+            "chosen with hindsight. `tune time / query`: the median tuning against the median "
+            "of five grouped queries (each at its own ε, so none is a free replay) on the same "
+            f"table. {args.people:,} people per shape."
         ),
         "",
         (

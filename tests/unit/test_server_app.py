@@ -356,3 +356,26 @@ def test_openapi_declares_error_responses(client: TestClient) -> None:
         )
     assert "QueryResponse" in spec["components"]["schemas"]
     assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+
+
+def test_refusals_state_their_amounts_and_places(client: TestClient) -> None:
+    """budget_exceeded says what was asked and what is left; sql_error says where."""
+    r = client.post(
+        "/v1/datasets/students/query",
+        json={"sql": "SELECT COUNT(*) AS n FROM students", "epsilon": 1.5},
+        headers=auth("ann"),
+    )
+    detail = r.json()["error"]
+    assert r.status_code == 409 and detail["code"] == "budget_exceeded"
+    assert detail["requested"]["exact"] == {"epsilon": "3/2"}  # beyond ann's allowance of 1
+    remaining = client.get("/v1/datasets/students/budget", headers=auth("ann")).json()
+    assert detail["remaining"]["exact"] == remaining["remaining"]["exact"]
+    r = client.post(
+        "/v1/datasets/students/query",
+        json={"sql": "SELECT COUNT(*) AS n\nFROM students\nWHERE nope > 1", "epsilon": 0.1},
+        headers=auth("ann"),
+    )
+    detail = r.json()["error"]
+    assert detail["code"] == "sql_error" and (detail["line"], detail["column"]) == (3, 7)
+    r = client.post("/v1/datasets/students/query", json={"sql": COUNT}, headers=auth("ann"))
+    assert set(r.json()["error"]) == {"code", "message"}  # other errors: no empty fields

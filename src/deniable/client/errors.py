@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 
+from deniable.accounting.loss import PrivacyLoss
+from deniable.client.decode import loss_from_json
 from deniable.errors import (
     BudgetExceeded,
     CapConflict,
@@ -146,10 +148,23 @@ def error_from_body(
         raised.
     """
     code, message = _code_and_message(status, body)
-    error = _error(code, message, status, retry_after, budget_exceeded)
+    detail = body.get("error") if isinstance(body, Mapping) else None
+    if code == "budget_exceeded" and isinstance(detail, Mapping) and "remaining" in detail:
+        # A server that states both amounts: no second request needed.
+        error: DeniableError = BudgetExceeded(
+            message,
+            requested=_loss_or_none(detail.get("requested")),
+            remaining=_loss_or_none(detail.get("remaining")),
+        )
+    else:
+        error = _error(code, message, status, retry_after, budget_exceeded)
     error.code = code  # type: ignore[attr-defined]
     error.status = status  # type: ignore[attr-defined]
     return error
+
+
+def _loss_or_none(data: object) -> PrivacyLoss | None:
+    return loss_from_json(data) if isinstance(data, Mapping) else None
 
 
 def _code_and_message(status: int, body: object) -> tuple[str, str]:

@@ -51,6 +51,7 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from deniable.accounting.loss import Epsilon, EpsilonDelta, Rho
 from deniable.errors import (
     BudgetExceeded,
     CapConflict,
@@ -138,10 +139,22 @@ ERROR_CODES: tuple[tuple[type[BaseException], int, str], ...] = (
 
 
 def _error(
-    status: int, code: str, message: str, headers: dict[str, str] | None = None
+    status: int,
+    code: str,
+    message: str,
+    headers: dict[str, str] | None = None,
+    exc: BaseException | None = None,
 ) -> JSONResponse:
-    body = ErrorBody(error=ErrorDetail(code=code, message=message))
-    return JSONResponse(body.model_dump(), status_code=status, headers=headers)
+    detail = ErrorDetail(code=code, message=message)
+    if isinstance(exc, BudgetExceeded):
+        if isinstance(exc.requested, Epsilon | EpsilonDelta | Rho):
+            detail.requested = LossOut.of(exc.requested)
+        if isinstance(exc.remaining, Epsilon | EpsilonDelta | Rho):
+            detail.remaining = LossOut.of(exc.remaining)
+    elif isinstance(exc, SQLError):
+        detail.line, detail.column = exc.line, exc.column
+    body = ErrorBody(error=detail)
+    return JSONResponse(body.model_dump(exclude_none=True), status_code=status, headers=headers)
 
 
 def error_response(exc: BaseException) -> JSONResponse:
@@ -159,7 +172,7 @@ def error_response(exc: BaseException) -> JSONResponse:
             headers = None
             if isinstance(exc, RateLimited):
                 headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after)))}
-            return _error(status, code, str(exc), headers)
+            return _error(status, code, str(exc), headers, exc)
     log.error("unexpected error", exc_info=exc)
     return _error(500, "internal", "an internal error occurred; nothing was released")
 

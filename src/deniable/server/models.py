@@ -52,6 +52,14 @@ class ErrorDetail(_Model):
 
     code: str = Field(description="stable machine-readable code, e.g. budget_exceeded")
     message: str = Field(description="what went wrong and what to change; never data")
+    requested: LossOut | None = Field(
+        default=None, description="budget_exceeded: the loss the refused request asked for"
+    )
+    remaining: LossOut | None = Field(
+        default=None, description="budget_exceeded: what the caller could still spend then"
+    )
+    line: int | None = Field(default=None, description="sql_error: 1-based line, when known")
+    column: int | None = Field(default=None, description="sql_error: 1-based column, when known")
 
 
 class ErrorBody(_Model):
@@ -91,6 +99,9 @@ class LossOut(_Model):
             exact={k: str(v) for k, v in parts.items()},
             text=show_loss(loss),
         )
+
+
+ErrorDetail.model_rebuild()  # its budget fields are LossOut, defined after it
 
 
 Number = Annotated[float, Field(ge=0, allow_inf_nan=False)]
@@ -656,8 +667,9 @@ class TuneResponse(_Model):
     )
     histograms: dict[str, list[int]] = Field(
         description="noisy numbers of people per bin: 'rows' (rows per person), 'groups' "
-        "(groups per person), 'rows_per_group' (a person's largest group), 'rows_by_groups' (the joint of rows "
-        "and groups per person on the coarser grid joint_bin_low, flattened row-major)"
+        "(groups per person), 'rows_per_group' (a person's largest group), 'rows_by_groups' "
+        "(the joint of rows and groups per person on the coarser grid joint_bin_low, "
+        "flattened row-major)"
     )
     workload_epsilon: float
     groups: int
