@@ -136,7 +136,8 @@ def rows(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
 
 def test_rows_kept_by_the_quantile_path_are_a_uniform_subset(rows: Session) -> None:
     _, exact = _exact(rows, "SELECT k, MEDIAN(v) AS m FROM t GROUP BY k", quantile_grid=R - 1)
-    (hist,) = exact.histograms.values()
+    # one engine histogram, shared by the median's value and its interval's endpoints
+    (hist,) = {id(h): h for h in exact.histograms.values()}.values()
     counts = hist[(0,)]
     assert counts.size == R  # one bin per value 0 … R−1
     statistic = chi2_uniform_subsets(counts.tolist(), U, R, MAX_ROWS)

@@ -16,7 +16,9 @@ Negative control: the same check with the mechanism spending a hundredth of its 
 
 Privacy. ``D`` holds 60 units with one value each in [30, 70]; ``D'`` adds an intruder with
 ``max_rows = 2`` rows at the clamping bound (−10⁹ for MIN, +10⁹ for MAX, clamped to 0 and 100).
-No GROUP BY (``m = 1``, score sensitivity ``Δ = r = 2``), ``ε = 1``, 21 candidates. The release
+No GROUP BY (``m = 1``, score sensitivity ``Δ = r = 2``), ``ε = 1`` for the value (the query
+spends 2: the other half on the interval's endpoint, tested in
+``test_query_quantile_intervals.py``), 21 candidates. The release
 stage's own calls (``quantile_scores`` then ``exponential`` with the measure's sensitivity and
 ε) are sampled ``N`` times on both histograms, and :func:`deniable.audit.estimate_epsilon`
 gives a lower confidence bound at ``α = 1e-7``. Its claim is the *exact* largest log-ratio of
@@ -190,17 +192,17 @@ def _histograms(tmp: Path, aggregate: str, intruder: float) -> Histograms:
             s,
             f"SELECT {aggregate}(x) AS v FROM t",
             not_private=True,
-            epsilon=EPS,
+            epsilon=2 * EPS,  # half for the value (tested here), half for its interval
             quantile_grid=GRID,
         )
-        (m,) = plan.measures
+        m = plan.measures[0]
         hists.append(exact.histograms[m.id][()])
         if with_intruder:
             loose = dataclasses.replace(plan, max_rows=UNBOUNDED_ROWS)
             _, unbounded = exact_for_plan(s, loose, not_private=True)
             hists.append(unbounded.histograms[m.id][()])
         s.close()
-    assert plan.loss == Epsilon(epsilon=EPS) and m.sensitivity == MAX_ROWS
+    assert plan.loss == Epsilon(epsilon=2 * EPS) and m.budget == EPS and m.sensitivity == MAX_ROWS
     return Histograms(m, *hists)
 
 

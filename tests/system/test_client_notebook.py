@@ -1,4 +1,5 @@
-"""The example notebook (examples/analyst_client.ipynb) runs against a real server.
+"""The example notebook (examples/analyst_client.ipynb) and the README's client example run
+against a real server.
 
 It is executed with nbclient in a Jupyter kernel when nbclient and ipykernel are installed;
 otherwise its code cells are executed in order, in one namespace, in this process. Either
@@ -12,6 +13,7 @@ import importlib.util
 import io
 import json
 import os
+import re
 import shutil
 from fractions import Fraction
 from pathlib import Path
@@ -77,3 +79,21 @@ def test_the_analyst_notebook_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     # two charged questions of ε = 0.25 (the repeated one is a free replay)
     assert [c.loss for c in charges] == [Epsilon(epsilon=Fraction(1, 4))] * 2
     assert spent == Epsilon(epsilon=Fraction(1, 2))
+
+
+def test_the_readme_client_example_runs(tmp_path: Path) -> None:
+    """README.md's client block, with the server's URL and a token, as written otherwise."""
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+    (block,) = [b for b in blocks if "import deniable.client" in b]
+    for name in ("example.toml", "students.csv", "schools.csv"):
+        shutil.copy(FIXTURE / name, tmp_path / name)
+    with Ledger(tmp_path / "ledger.db") as led:
+        token = led.add_analyst("ann", role="analyst")
+    with running(tmp_path / "example.toml", workers=1, log=tmp_path / "server.log") as server:
+        assert "http://127.0.0.1:8000" in block
+        code = compile(block.replace("http://127.0.0.1:8000", server.url), "README", "exec")
+        namespace: dict[str, object] = {"__name__": "readme", "token": token}
+        exec(code, namespace)  # our own README
+    with Ledger(tmp_path / "ledger.db") as led:
+        charges = led.history("students")
+    assert [c.loss for c in charges] == [Epsilon(epsilon=Fraction(1, 4))]  # accuracy is free

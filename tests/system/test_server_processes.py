@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import os
 import threading
@@ -13,7 +14,14 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from _server_helpers import connection_owner, open_connection, running, worker_pids, write_config
+from _server_helpers import (
+    Server,
+    connection_owner,
+    open_connection,
+    running,
+    worker_pids,
+    write_config,
+)
 
 from deniable.accounting.loss import Epsilon
 from deniable.ledger import Ledger
@@ -200,13 +208,18 @@ def test_workers_draw_independent_noise(tmp_path: Path) -> None:
                 literal = i * len(conns) + w + 1
                 sql = f"SELECT k, COUNT(*) AS n FROM t WHERE k > -{literal} GROUP BY k"
                 body = json.dumps({"sql": sql, "epsilon": SCALE_EPSILON})
-                conn.request(  # type: ignore[attr-defined]
-                    "POST",
-                    "/v1/datasets/d/query",
-                    body=body,
-                    headers={**bearer(tok), "Content-Type": "application/json"},
-                )
-                r = conn.getresponse()  # type: ignore[attr-defined]
+                headers = {**bearer(tok), "Content-Type": "application/json"}
+                try:
+                    conn.request("POST", "/v1/datasets/d/query", body=body, headers=headers)  # type: ignore[attr-defined]
+                    r = conn.getresponse()  # type: ignore[attr-defined]
+                except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+                    # uvicorn closed the idle keep-alive connection (5 s; under a loaded
+                    # machine the rounds above can take longer) before reading the request:
+                    # nothing was charged. Reach the same worker again and resend.
+                    conn.close()  # type: ignore[attr-defined]
+                    conn = conns[pid] = _connection_to(server, pid)
+                    conn.request("POST", "/v1/datasets/d/query", body=body, headers=headers)  # type: ignore[attr-defined]
+                    r = conn.getresponse()  # type: ignore[attr-defined]
                 data = json.loads(r.read())
                 assert r.status == 200, data
                 assert data["cached"] is False
@@ -217,6 +230,25 @@ def test_workers_draw_independent_noise(tmp_path: Path) -> None:
     assert shared_pairs(streams) == 0
     # And the noise is really noise (not a constant offset): many distinct values.
     assert len({int(x) for s in streams.values() for v in s for x in v}) > 50
+
+
+def _connection_to(server: Server, pid: int) -> http.client.HTTPConnection:
+    """A fresh keep-alive connection served by worker ``pid`` (opened until one is)."""
+    for _ in range(16):
+        batch = [open_connection(server) for _ in range(16)]
+        for conn in batch:
+            conn.request("GET", "/v1/health")
+        found = None
+        for conn in batch:
+            conn.getresponse().read()
+            owner = connection_owner(server, conn.sock.getsockname()[1])
+            if found is None and owner == pid:
+                found = conn
+            else:
+                conn.close()
+        if found is not None:
+            return found
+    raise AssertionError(f"no connection reached worker {pid}")
 
 
 def test_the_comparison_detects_workers_that_share_a_random_stream() -> None:

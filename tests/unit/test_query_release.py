@@ -45,15 +45,18 @@ def test_post_processing_keeps_values_in_their_valid_range(tmp_path: Path) -> No
     s.add_table("t", df, bounds={"x": (-1, 4)}, public_keys={"k": ["a", "empty"]}, privacy_unit=ROW)
     q = "SELECT k, COUNT(*) AS n, SUM(x) AS s, AVG(x) AS m, VARIANCE(x) AS v, STDDEV(x) AS sd FROM t GROUP BY k"
     plan, _, exact = exact_aggregates(s, q, not_private=True, epsilon=0.05)
+    negative = 0
     for seed in range(200):
         cols = {c.name: c for c in release(plan, exact, source=SeededRandom(seed)).columns}
-        assert (cols["n"].values >= 0).all() and (cols["n"].low >= 0).all()
+        negative += int((cols["n"].values < 0).sum())  # counts are unbiased: not clipped
         assert ((cols["m"].values >= -1) & (cols["m"].values <= 4)).all()
         assert ((cols["m"].low >= -1) & (cols["m"].high <= 4)).all()
         assert ((cols["v"].values >= 0) & (cols["v"].values <= 12.5)).all()
         assert ((cols["sd"].values >= 0) & (cols["sd"].values <= 12.5**0.5)).all()
         for c in cols.values():
             assert c.low is not None and c.high is not None and (c.low <= c.high).all()
+    # The empty key's count is noise alone at scale 40: negative in about half the draws.
+    assert negative > 50
     s.close()
 
 

@@ -167,10 +167,7 @@ def _deniable_run(
         y = float(out.answer["n"].iloc[0])
         if not out.cached:  # a replay is a function of an earlier answer: no new evidence
             scale = 1 / float(out.cost)
-            log_odds += float(
-                log_likelihood(y, 1, scale, clamped=True)
-                - log_likelihood(y, 0, scale, clamped=True)
-            )
+            log_odds += float(log_likelihood(y, 1, scale) - log_likelihood(y, 0, scale))
         spent += out.cost
         steps.append(
             Step(sql, y, float(out.cost), out.cached, posterior=posterior_from_log_odds(log_odds))

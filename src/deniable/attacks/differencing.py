@@ -196,7 +196,7 @@ def _deniable_run(
                 break
             y = float(out.answer["n"].iloc[0])
             if not out.cached:
-                belief.add(y, includes_target=includes, scale=1 / float(out.cost), clamped=True)
+                belief.add(y, includes_target=includes, scale=1 / float(out.cost), clamped=False)
             spent += out.cost
             steps.append(Step(sql, y, float(out.cost), out.cached, posterior=belief.posterior()))
         if stopped is not None:

@@ -2,7 +2,8 @@
 
 The attacker knows the mechanism (Kerckhoffs): a count released with discrete Laplace noise
 of scale ``b`` (``P[Z = k] = (1−α)/(1+α)·α^|k|``, ``α = e^(−1/b)``; ``b = 1/ε`` for a count
-of sensitivity 1), possibly clamped at 0 as deniable's counts are (post-processing). Exact
+of sensitivity 1), possibly clamped at 0 (``nonnegative=True`` in deniable: post-processing;
+deniable's counts are unclamped by default). Exact
 answers are the limit ``b = 0``. Everything is in log space; nothing here touches data.
 """
 
@@ -37,8 +38,8 @@ def log_likelihood(
         observed: the released value(s).
         true: the hypothesised true count(s) (broadcast against ``observed``).
         scale: ``b`` (0 means an exact answer: likelihood 1 or 0).
-        clamped: the release is ``max(true + Z, 0)`` (deniable's counts): an observed 0
-            has probability ``P[Z ≤ −true]``.
+        clamped: the release is ``max(true + Z, 0)`` (deniable's ``nonnegative=True``): an
+            observed 0 has probability ``P[Z ≤ −true]``.
 
     Examples:
         >>> float(np.exp(log_likelihood(3, 3, 1.0)))  # (1 − 1/e)/(1 + 1/e)

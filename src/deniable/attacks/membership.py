@@ -234,9 +234,7 @@ def _deniable(
         frame = out.answer.frame
         cell = frame[frame["diagnosis"] == RARE].sort_values("trial")["n"].to_numpy(dtype=float)
         scale = 1 / float(out.cost)
-        llr += log_likelihood(cell, 1, scale, clamped=True) - log_likelihood(
-            cell, 0, scale, clamped=True
-        )
+        llr += log_likelihood(cell, 1, scale) - log_likelihood(cell, 0, scale)
         spent += out.cost
     claimed = spent / Fraction(repr(cheat)) if cheat != 1 else spent
     name = DENIABLE if cheat == 1 else f"{DENIABLE} (BROKEN on purpose: {cheat}× the ε claimed)"

@@ -150,6 +150,7 @@ def plan_sampler(
                             m.grid,
                         ),
                         m.q,
+                        m.target,
                     )
                     for r in rows.tolist()
                 ]

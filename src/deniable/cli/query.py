@@ -147,6 +147,13 @@ LOCAL_ANALYST = "curator"
 )
 @fraction_option("--budget-delta", help="--data: the total budget's δ.")
 @click.option(
+    "--nonnegative",
+    is_flag=True,
+    default=False,
+    help="Clip counts and their interval ends at 0 (free post-processing; biased upward "
+    "near 0). Off by default: counts are unbiased and may be negative.",
+)
+@click.option(
     "--level",
     type=click.FloatRange(0, 1, min_open=True, max_open=True),
     default=0.95,
@@ -177,6 +184,7 @@ def command(
     ledger_path: Path | None,
     budget: Fraction | None,
     budget_delta: Fraction | None,
+    nonnegative: bool,
     level: float,
     as_json: bool,
 ) -> None:
@@ -226,7 +234,9 @@ def command(
             )
         if dataset is None:
             raise click.UsageError("--config needs --dataset NAME")
-        name, answer, ledger_shown = _query_config(config_path, dataset, sql, loss, analyst, level)
+        name, answer, ledger_shown = _query_config(
+            config_path, dataset, sql, loss, analyst, level, nonnegative
+        )
     else:
         assert data_path is not None
         graph = _graph_options(edges, unit, max_degree, bounds, keys, max_groups, max_rows)
@@ -252,6 +262,7 @@ def command(
             graph=graph,
             sample_rate=sample_rate,
             population=population,
+            nonnegative=nonnegative,
         )
     if as_json:
         emit_json(answer_doc(answer, dataset=name, ledger=ledger_shown))
@@ -383,6 +394,7 @@ def _query_file(
     graph: GraphOptions | None = None,
     sample_rate: float | None = None,
     population: bool = False,
+    nonnegative: bool = False,
 ) -> tuple[Answer, str | None]:
     """Answer ``sql`` on a local file through a one-off Session; return it and the ledger."""
     from deniable.accounting.loss import Epsilon, EpsilonDelta, Rho
@@ -445,7 +457,13 @@ def _query_file(
         with progress("running the query"):
             eps, delta, rho = loss_parts(loss)
             answer = session.sql(
-                sql, epsilon=eps, delta=delta, rho=rho, level=level, population=population
+                sql,
+                epsilon=eps,
+                delta=delta,
+                rho=rho,
+                level=level,
+                population=population,
+                nonnegative=nonnegative,
             )
         return answer, None if ledger_path is None else str(ledger_path)
     raise AssertionError("unreachable")  # pragma: no cover
@@ -479,6 +497,7 @@ def _query_config(
     loss: PrivacyLoss,
     analyst: str | None,
     level: float,
+    nonnegative: bool = False,
 ) -> tuple[str, Answer, str | None]:
     """Answer ``sql`` on a configuration's dataset through the service core."""
     from deniable.server.service import Service
@@ -491,7 +510,14 @@ def _query_config(
         with progress("running the query"):
             eps, delta, rho = loss_parts(loss)
             answer = service.query(
-                principal, dataset, sql, epsilon=eps, delta=delta, rho=rho, level=level
+                principal,
+                dataset,
+                sql,
+                epsilon=eps,
+                delta=delta,
+                rho=rho,
+                level=level,
+                nonnegative=nonnegative,
             )
     finally:
         service.close()

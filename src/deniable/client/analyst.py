@@ -156,6 +156,7 @@ class Analyst:
         rho: Amount | None = None,
         level: float = 0.95,
         idempotency_key: str | None = None,
+        nonnegative: bool = False,
     ) -> Answer:
         """Answer an aggregate query on ``dataset`` with differential privacy.
 
@@ -176,6 +177,8 @@ class Analyst:
             idempotency_key: the key of an earlier call that failed with
                 :class:`~deniable.client.errors.ConnectionFailed`, to get its answer
                 without paying again; default a new key.
+            nonnegative: clip counts and their interval ends at 0 (free post-processing;
+                biased upward near 0); by default counts are unbiased and may be negative.
 
         Returns:
             An :class:`~deniable.query.answer.Answer`, as ``Session.sql`` returns.
@@ -194,6 +197,8 @@ class Analyst:
         body = _query_body(query)
         body.update(_loss_fields(epsilon=epsilon, delta=delta, rho=rho))
         body["level"] = float(level)
+        if nonnegative:
+            body["nonnegative"] = True
         key = idempotency_key if idempotency_key is not None else new_idempotency_key()
         requested = _requested(epsilon=epsilon, delta=delta, rho=rho)
         data = self._http.request(

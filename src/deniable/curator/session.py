@@ -730,7 +730,9 @@ class Session:
         :meth:`sql`: ``epsilon=``, ``delta=``, ``rho=``, bounds…) and each aggregate's own
         interval rule is applied to the plan's noise (:mod:`deniable.query.accuracy`).
         Counts and sums need nothing else; AVG, VARIANCE and STDDEV need ``rows=``, an
-        assumed number of rows per group; quantiles report a rank error in rows.
+        assumed number of rows per group; quantiles, MEDIAN, MIN and MAX report their rank
+        margin in rows, and with ``rows=`` a half-width assuming that many rows spread evenly
+        over the bounds.
         """
         return query_accuracy(self.plan(query, **options), rows=rows)
 
@@ -751,7 +753,7 @@ class Session:
 
         Raises:
             InvalidParameter: an unknown output, an output with no interval known in
-                advance (quantiles; AVG without ``rows=``), a target that is not positive.
+                advance (quantiles and AVG without ``rows=``), a target that is not positive.
         """
         if "epsilon" in options or "rho" in options:
             raise InvalidParameter("budget_for finds epsilon (or rho): leave them out")
@@ -935,6 +937,7 @@ class Session:
         analyst: str | None = None,
         population: bool = False,
         diagnostics: float | Fraction | None = None,
+        nonnegative: bool = False,
     ) -> Answer:
         """Answer an aggregate SQL query with differential privacy.
 
@@ -967,6 +970,10 @@ class Session:
                 many people each bounding rule cut (:mod:`deniable.query.diagnostics`),
                 shown with the answer (``answer.diagnostics``); single-table queries on a
                 person-level table.
+            nonnegative: clip the COUNT outputs and their interval ends at 0 (free
+                post-processing; the values are then biased upward near 0 — see
+                :meth:`~deniable.query.answer.Answer.clipped_at_zero`). Off by default: a
+                count is released unbiased, and may be negative.
 
         Returns:
             An :class:`~deniable.query.answer.Answer`.
@@ -989,6 +996,7 @@ class Session:
                 "max_rows": max_rows is not None,
                 "quantile_grid": quantile_grid != QUANTILE_GRID,
                 "population": population,
+                "nonnegative": nonnegative,
             }
             table_only["diagnostics"] = diagnostics is not None
             given = [name for name, set_ in table_only.items() if set_]
@@ -1015,6 +1023,8 @@ class Session:
         if diagnostics is not None:  # refused before anything runs when it cannot be done
             self._check_diagnostics(program)
         answer = self.execute(program, analyst=analyst, population=population)
+        if nonnegative:
+            answer = answer.clipped_at_zero(program.plan.count_outputs())
         if diagnostics is None:
             return answer
         table = program.table.name

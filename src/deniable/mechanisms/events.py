@@ -164,4 +164,8 @@ def compose_events(events: Iterable[PrivacyEvent], kind: type[PrivacyLoss]) -> P
     if not losses:
         zero: PrivacyLoss = Rho(rho=0) if kind is Rho else Epsilon(epsilon=0)
         return convert(zero, kind)
+    if kind is Rho:
+        # In a zCDP budget each event is converted on its own and the ρ's add: composing
+        # pure-ε events first would charge (Σε)²/2, far more than Σ ε²/2.
+        losses = [convert(loss, Rho) for loss in losses]
     return convert(compose(losses), kind)

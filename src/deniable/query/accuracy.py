@@ -16,7 +16,11 @@ exact measures with each measure's exact noise law, so the width is the one an a
   the midpoint of their bounds); without it the width is reported as unknown, with what it
   depends on.
 * Quantiles, MEDIAN, MIN, MAX: the exponential mechanism's error is a rank error (how many
-  rows the released value may be off by), reported in rows.
+  rows the released value may be off by), reported in rows; the interval's endpoints aim a
+  public rank margin beyond the quantile's rank, so its width in value units depends on how
+  the values spread near the quantile. Pass ``rows=`` to assume that many rows spread evenly
+  over the bounds: the half-width is then the aggregate's own interval around the endpoints'
+  expected choices (under the exponential mechanism's law on that histogram).
 
 :func:`budget_for` inverts it: the least budget (ε, or ρ under zCDP) whose widths meet
 per-output targets, found from the widths' scaling (``1/ε`` for Laplace-type noise,
@@ -35,9 +39,10 @@ import numpy as np
 from deniable.errors import InvalidParameter
 from deniable.explain.distributions import noise_law
 from deniable.mechanisms import Release
-from deniable.query.aggregates import NoisyMeasures, Quantile, rank_error
+from deniable.query.aggregates import NoisyMeasures, Quantile, rank_error, rank_margin_rows
 from deniable.query.measures import HistogramMeasure, Measure, SquaresMeasure, SumMeasure
 from deniable.query.plan import DPPlan
+from deniable.query.release import quantile_scores
 
 LARGE_GROUP = 10**9
 """Rows assumed for widths that do not depend on the size (keeps clamps at 0 out of play)."""
@@ -50,7 +55,7 @@ class OutputAccuracy:
     Attributes:
         name: the output's name, as the query gives it.
         half_width: the interval's half-width in the output's units, at the plan's level;
-            None when it depends on the data and no size was assumed, or for quantiles.
+            None when it depends on the data and no size was assumed.
         rank_error: for quantiles, MEDIAN, MIN and MAX: rows the released value may be off
             by in rank (at the plan's level); None otherwise.
         depends_on: what the width depends on, in words (None when it does not).
@@ -107,16 +112,7 @@ def accuracy(plan: DPPlan, *, rows: int | None = None) -> AccuracyReport:
         agg = plan.aggregates[out.aggregate]
         measures = tuple(plan.measure(i) for i in agg.measures)
         if isinstance(agg.aggregate, Quantile):
-            (hist,) = measures
-            assert isinstance(hist, HistogramMeasure)
-            outputs.append(
-                OutputAccuracy(
-                    out.name,
-                    None,
-                    rank_error=rank_error(hist, level),
-                    depends_on="the rows near the quantile: its error is a rank error",
-                )
-            )
+            outputs.append(_quantile_accuracy(out.name, agg.aggregate, measures, level, rows))
             continue
         sized = agg.aggregate.interval_depends_on_size
         if sized and rows is None:
@@ -158,6 +154,60 @@ def _assumed(measures: tuple[Measure, ...], n: int, level: float) -> NoisyMeasur
         noisy[m.id] = value
         releases[m.id] = Release(value, m.loss, m.mechanism, float("nan"), 1.0, law)
     return NoisyMeasures(noisy=noisy, releases=releases, chosen={}, size=1, level=level)
+
+
+def _quantile_accuracy(
+    name: str, agg: Quantile, measures: tuple[Measure, ...], level: float, rows: int | None
+) -> OutputAccuracy:
+    """A quantile's rank error, and its interval's half-width for ``rows`` spread evenly."""
+    hists = [m for m in measures if isinstance(m, HistogramMeasure)]
+    point = hists[0]
+    margin = max(rank_margin_rows(m) for m in hists[1:])
+    rank = rank_error(point, level)
+    aim = f"the interval's endpoints aim {margin:.1f} rows beyond the quantile's rank"
+    if rows is None:
+        return OutputAccuracy(
+            name,
+            None,
+            rank_error=rank,
+            depends_on=(
+                f"how the values spread near the quantile ({aim}; pass rows=… to assume "
+                "that many rows spread evenly over the bounds)"
+            ),
+        )
+    counts = _even_histogram(rows, point.grid)
+    chosen = {m.id: np.array([_expected_choice(m, counts)], dtype=np.int64) for m in hists}
+    noisy = NoisyMeasures(noisy={}, releases={}, chosen=chosen, size=1, level=level)
+    released = agg.release(measures, noisy)
+    assert released.interval is not None
+    lo, hi = released.interval(level)
+    return OutputAccuracy(
+        name,
+        float((hi[0] - lo[0]) / 2),
+        rank_error=rank,
+        depends_on=f"how the values spread (assumed {rows:,} rows spread evenly; {aim})",
+    )
+
+
+def _even_histogram(n: int, grid: int) -> np.ndarray:
+    """Counts on ``0..grid`` of ``n`` values at ``lower + (i + ½)/n·(upper − lower)``."""
+    j = np.arange(grid + 1, dtype=np.float64)
+    # values of cells ≤ j: (i + ½)·grid/n < j + ½
+    upto = np.clip(np.ceil((j + 0.5) * n / grid - 0.5), 0, n)
+    upto[-1] = n
+    return np.diff(upto, prepend=0.0).astype(np.int64)
+
+
+def _expected_choice(m: HistogramMeasure, counts: np.ndarray) -> int:
+    """The candidate nearest the mean choice of the exponential mechanism on ``counts``.
+
+    The law ``∝ exp(ε·score/(2Δ))`` (permute-and-flip's is at least as concentrated on the
+    best scores); a dry-run estimate, never a release.
+    """
+    scores = quantile_scores(counts, m.q, m.target).astype(np.float64)
+    weights = np.exp(float(m.budget / (2 * m.sensitivity)) * (scores - scores.max()))
+    mean = float(np.dot(weights, np.arange(scores.size)) / weights.sum())
+    return round(mean)
 
 
 def _exact_units(m: Measure, n: int) -> int:

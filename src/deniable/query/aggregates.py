@@ -16,12 +16,15 @@ bound across measures): counts and sums take their measure's interval; AVG takes
 its sum ``S`` and count ``N`` at level ``1 − (1−level)/2`` and the extreme ratios over that
 box; VARIANCE takes count, centred sum and sum of squares at ``1 − (1−level)/3`` each and the
 extremes of ``(Q − S²/N)/(N − 1)`` over the box; STDDEV is its square root. Quantiles (and
-MIN/MAX, the 0- and 1-quantiles) carry no value interval: their accuracy is a rank error,
-stated in the answer's notes.
+MIN/MAX, the 0- and 1-quantiles) take two more exponential-mechanism choices from the same
+histogram, a lower and an upper endpoint aimed a public rank margin beyond the quantile
+(:class:`Quantile`: half the budget for the value, a quarter for each endpoint), so their
+interval covers the quantile of the bounded values at ``level`` whatever the data.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -35,7 +38,7 @@ from sqlglot import exp
 
 from deniable.accounting.loss import PrivacyLoss
 from deniable.mechanisms import Release
-from deniable.query.catalog import Bounds, Column
+from deniable.query.catalog import Bounds, Column, ColumnKind
 from deniable.query.measures import (
     HistogramMeasure,
     Measure,
@@ -63,6 +66,8 @@ class PlanContext:
         quantile_grid: steps of the quantile candidate grid.
         grids: the shared fixed-point exponent of each summed column (by column name).
         new_id: a fresh measure id.
+        level: the confidence level of the answer's intervals (quantile intervals are drawn
+            for it: their endpoints' targets depend on it).
     """
 
     loss_kind: type[PrivacyLoss]
@@ -71,6 +76,7 @@ class PlanContext:
     quantile_grid: int
     grids: dict[str, int]
     new_id: Callable[[], str]
+    level: float = 0.95
 
 
 @dataclass
@@ -132,7 +138,7 @@ class Released:
         mechanism: how it was computed, in words.
         note: an accuracy note (e.g. a quantile's rank error), or None.
         interval: the confidence interval at a given level, or None when the aggregate has
-            none (quantiles).
+            none.
     """
 
     values: npt.NDArray[np.generic]
@@ -198,7 +204,12 @@ class Aggregate(ABC):
 
 @dataclass(frozen=True)
 class Count(Aggregate):
-    """``COUNT(*)`` (rows) or ``COUNT(col)`` (non-NULL, non-NaN values); clamped to ≥ 0."""
+    """``COUNT(*)`` (rows) or ``COUNT(col)`` (non-NULL, non-NaN values).
+
+    The released count is unbiased and can be negative (a small count plus noise);
+    ``Session.sql(..., nonnegative=True)`` clips counts at 0 for reports that must not show
+    one (:meth:`~deniable.query.answer.Answer.clipped_at_zero`: biased upward near 0).
+    """
 
     sql: ClassVar[tuple[type[exp.Expression], ...]] = (exp.Count,)
     label: ClassVar[str] = "count"
@@ -220,13 +231,12 @@ class Count(Aggregate):
         )
 
     def release(self, measures: tuple[Measure, ...], noisy: NoisyMeasures) -> Released:
-        """The noisy count, clamped to ≥ 0, with the exact interval of its noise."""
+        """The noisy count (unbiased, possibly negative) with the exact interval of its noise."""
         (m,) = measures
-        values = np.maximum(noisy.noisy[m.id] * (1 << m.shift), 0)
+        values = noisy.noisy[m.id] * (1 << m.shift)
 
         def interval(level: float) -> Interval:
-            lo, hi = noisy.interval(m, level)
-            return np.maximum(lo, 0.0), np.maximum(hi, 0.0)
+            return noisy.interval(m, level)
 
         return Released(values, noisy.describe(m), None, interval)
 
@@ -496,10 +506,44 @@ class StdDev(Variance):
 
 @dataclass(frozen=True)
 class Quantile(Aggregate):
-    """``QUANTILE(col, q)`` by the exponential mechanism over a grid of candidates.
+    """``QUANTILE(col, q)`` by the exponential mechanism over a candidate grid, with an interval.
 
-    Scores are ``−|(1−q)·#below − q·#above|`` (times ``q``'s denominator, integers), over
-    ``grid + 1`` candidates ``lower + j·(upper − lower)/grid``.
+    Candidates are ``v_j = lower + j·step``, ``j = 0..grid``, ``step = (upper − lower)/grid``;
+    each clamped value falls in the cell of its nearest candidate (the engine's histogram,
+    ``c_j`` values in cell ``j``). With ``q = num/den``, three exponential-mechanism choices
+    are drawn from that one histogram (:func:`deniable.query.release.quantile_scores`):
+
+    * the value: scores ``−|S(j)|``, ``S(j) = (den−num)·#below(j) − num·#above(j)`` (``den``
+      times ``(1−q)·#below − q·#above``), with half of the aggregate's budget;
+    * a lower endpoint ``L`` aimed at position ``−T`` and an upper endpoint ``U`` aimed at
+      ``+T``, a quarter each. Cell ``j``'s rows span the positions ``[lo_j, hi_j]``,
+      ``lo_j = den·#below(j) − num·n``, ``hi_j = lo_j + den·c_j`` (the cells tile the range;
+      candidate 0's span is open downwards for ``L``, the last one's upwards for ``U``), and a
+      candidate scores ``−dist(±T, [lo_j, hi_j])``: some candidate always scores 0.
+
+    MIN (``q = 0``) and MAX (``q = 1``) need one endpoint only — the other is the bound
+    itself, released for free — and spend half on the value and half on that endpoint. The
+    aggregate's loss is the sum of its choices' losses, exactly its share of the budget (under
+    zCDP each share's ρ is turned into an ε with ``ε²/2 ≤ ρ``); every score has the sensitivity
+    of the value's (a row moves each ``lo_j``, ``hi_j`` by at most ``max(num, den − num)``).
+
+    Coverage (``1 − β`` per endpoint, ``β = (1 − level)/2``, ``1 − level`` for MIN/MAX; union
+    bound): ``T = ⌈2Δ/ε_e·ln((grid+1)/β)⌉ + max(num, den−num)`` in score units (``T/den``
+    rows: the *rank margin*, more than the endpoint's own rank error at ``1 − β``). Let
+    ``y₍₁₎ ≤ … ≤ y₍ₙ₎`` be the binned values and ``k = ⌊(n−1)q⌋ + 1``. A candidate above
+    ``y₍ₖ₎``'s cell has ``#below ≥ k``, so ``lo_j ≥ den·k − num·n ≥ 1 − num`` and its score is
+    at most ``−(T + 1 − num)``, while the best scores 0: permute-and-flip picks it with
+    probability ≤ ``exp(−ε_e(T + 1 − num)/(2Δ))``, all ``≤ grid`` of them with probability
+    ≤ β. Likewise a candidate below the cell of ``y₍ₖ'₎``, ``k' = ⌈(n−1)q⌉ + 1``, has
+    ``hi_j ≤ den − num − 1`` and is ``U`` with probability ≤ β in all. No assumption on the
+    data is needed (ties, gaps, few or no rows: where the histogram says little, the
+    endpoint goes to the bound). DuckDB's ``QUANTILE_CONT``/``MEDIAN`` lie in
+    ``[x₍ₖ₎, x₍ₖ'₎]`` and ``QUANTILE_DISC`` is ``x₍max(1, ⌈nq⌉)₎``, within the same ranks; a
+    value and its candidate differ by at most ``step/2``, so ``[v_L − step/2, v_U + step/2]``
+    (within the bounds; no half step for an integer column whose grid is every integer)
+    covers the quantile of the bounded, clamped values with probability ≥ ``level``. The
+    released value is clipped into its interval (post-processing). An interval asked at a
+    level above the one planned is the clamping range (it always covers).
 
     Attributes:
         q: the quantile, exact, in ``[0, 1]``.
@@ -525,40 +569,109 @@ class Quantile(Aggregate):
         assert self.column is not None
         return f"quantile_{self.column.name}_{float(self.q):g}".replace(".", "_")
 
+    @property
+    def shares(self) -> tuple[Fraction, Fraction, Fraction]:
+        """Fractions of the budget for the value, the lower and the upper endpoint.
+
+        Examples:
+            >>> [str(f) for f in Quantile(None, None).shares]
+            ['1/2', '1/4', '1/4']
+            >>> [str(f) for f in Quantile(None, None, Fraction(0)).shares]
+            ['1/2', '0', '1/2']
+        """
+        half, quarter, none = Fraction(1, 2), Fraction(1, 4), Fraction(0)
+        if self.q == 0:
+            return half, none, half
+        if self.q == 1:
+            return half, half, none
+        return half, quarter, quarter
+
     def plan(self, budget: Fraction, ctx: PlanContext) -> tuple[Measure, ...]:
-        """One histogram measure, noised by the exponential mechanism with ``budget``."""
+        """The value's histogram measure, then the endpoints' (targets ``−T``, ``+T``).
+
+        All read one engine histogram; their budgets are :attr:`shares` of ``budget``.
+        """
         assert self.column is not None and self.bounds is not None
-        return (
-            histogram_measure(
+        column, bounds = self.column, self.bounds
+
+        def measure(share: Fraction) -> HistogramMeasure:
+            return histogram_measure(
                 ctx.new_id(),
-                self.column,
-                self.bounds,
+                column,
+                bounds,
                 self.q,
-                budget,
+                budget * share,
                 ctx.loss_kind,
                 ctx.max_groups,
                 ctx.max_rows,
                 ctx.quantile_grid,
-            ),
-        )
+            )
+
+        point_share, lower_share, upper_share = self.shares
+        out: list[Measure] = [measure(point_share)]
+        endpoints = [(s, sign) for s, sign in ((lower_share, -1), (upper_share, 1)) if s]
+        beta = (1.0 - ctx.level) / len(endpoints)
+        for share, sign in endpoints:
+            base = measure(share)
+            out.append(dataclasses.replace(base, target=sign * rank_margin(base, beta)))
+        return tuple(out)
 
     def release(self, measures: tuple[Measure, ...], noisy: NoisyMeasures) -> Released:
-        """The chosen candidate; no value interval, a rank-error note instead."""
-        (m,) = measures
-        assert self.bounds is not None and isinstance(m, HistogramMeasure)
+        """The chosen candidate and its interval from the endpoints' choices."""
+        point, *ends = measures
+        assert self.bounds is not None and isinstance(point, HistogramMeasure)
         b_lo, b_hi = self.bounds.as_floats()
-        grid = m.grid
+        grid = point.grid
         step = (b_hi - b_lo) / grid
-        idx = noisy.chosen[m.id].astype(np.float64)
-        values = np.where(idx >= grid, b_hi, b_lo + idx * step)
-        rank = rank_error(m, noisy.level)
+
+        def candidate(m: Measure) -> F64:
+            idx = noisy.chosen[m.id].astype(np.float64)
+            return np.where(idx >= grid, b_hi, b_lo + idx * step)
+
+        lower = upper = None
+        for m in ends:
+            assert isinstance(m, HistogramMeasure) and m.target != 0
+            if m.target < 0:
+                lower = m
+            else:
+                upper = m
+        exact_cells = (
+            self.column is not None
+            and self.column.kind is ColumnKind.INTEGER
+            and self.bounds.lower.denominator == 1
+            and self.bounds.upper - self.bounds.lower == grid
+        )
+        slack = 0.0 if exact_cells else step / 2 + 2.0**-40 * (abs(b_lo) + abs(b_hi) + step)
+        low = np.full(noisy.size, b_lo)
+        high = np.full(noisy.size, b_hi)
+        if lower is not None:
+            low = np.clip(candidate(lower) - slack, b_lo, b_hi)
+        if upper is not None:
+            high = np.clip(candidate(upper) + slack, b_lo, b_hi)
+        low, high = np.minimum(low, high), np.maximum(low, high)
+        values = np.clip(candidate(point), low, high)
+        covered = interval_level(tuple(m for m in ends if isinstance(m, HistogramMeasure)))
+
+        def interval(level: float) -> Interval:
+            if level <= covered:
+                return low.copy(), high.copy()
+            return np.full(noisy.size, b_lo), np.full(noisy.size, b_hi)
+
+        rank = rank_error(point, noisy.level)
+        margin = max(rank_margin_rows(m) for m in ends if isinstance(m, HistogramMeasure))
         note = (
             f"exponential mechanism over {grid + 1} candidates in [{b_lo:g}, {b_hi:g}]; with "
             f"probability ≥ {noisy.level:g} the released value's |(1−q)·#below − q·#above| "
-            f"is within {rank:.1f} of the best candidate's"
+            f"is within {rank:.1f} of the best candidate's; the interval's endpoints aim "
+            f"{margin:.1f} rows beyond the quantile's rank and cover the quantile of the "
+            f"bounded values with probability ≥ {covered:.6g}"
         )
-        mech = f"exponential (ε = {float(m.budget):.4g}, score sensitivity {m.sensitivity})"
-        return Released(values, mech, note + self.extra_note, None)
+        budgets = " + ".join(f"{float(m.budget):.4g}" for m in ends)
+        mech = (
+            f"exponential (ε = {float(point.budget):.4g} for the value, {budgets} for the "
+            f"interval, score sensitivity {point.sensitivity})"
+        )
+        return Released(values, mech, note + self.extra_note, interval)
 
     extra_note: ClassVar[str] = ""
 
@@ -584,6 +697,7 @@ class Min(Quantile):
     Every candidate between the lower bound and the true minimum scores as well as the
     minimum itself, so the released value is, with high probability, at most the minimum
     (and at least the lower bound) — never an exact minimum, which no DP mechanism can give.
+    Its interval runs from the lower bound (free) to a released upper endpoint.
     """
 
     q: Fraction = Fraction(0)
@@ -604,7 +718,10 @@ class Min(Quantile):
 
 @dataclass(frozen=True)
 class Max(Quantile):
-    """``MAX(col)``: the 1-quantile (at least the maximum with high probability)."""
+    """``MAX(col)``: the 1-quantile (at least the maximum with high probability).
+
+    Its interval runs from a released lower endpoint to the upper bound (free).
+    """
 
     q: Fraction = Fraction(1)
 
@@ -628,6 +745,50 @@ def rank_error(m: HistogramMeasure, level: float) -> float:
     return (
         float(2 * m.sensitivity / m.budget) * math.log((m.grid + 1) / (1 - level)) / q.denominator
     )
+
+
+def rank_margin(m: HistogramMeasure, beta: float) -> int:
+    """The target ``T`` (score units) of an interval endpoint that errs with probability ≤ β.
+
+    ``T = ⌈2Δ/ε·ln((grid+1)/β)⌉ + max(num, den − num)``: a wrong candidate scores at most
+    ``−(T + 1 − max(num, den − num))`` (see :class:`Quantile`), and ``T/den`` rows exceed
+    :func:`rank_error` at level ``1 − β``. Public: a function of the plan alone. (The
+    relative ``1e-12`` absorbs the rounding of ``log``.)
+
+    Examples:
+        >>> from deniable.query.catalog import Bounds, Column, ColumnKind
+        >>> from deniable.accounting.loss import Epsilon
+        >>> col = Column("x", "DOUBLE", ColumnKind.REAL)
+        >>> h = histogram_measure(
+        ...     "m0", col, Bounds(Fraction(0), Fraction(1)), Fraction(1, 2), Fraction(1),
+        ...     Epsilon, 1, 1, 99,
+        ... )
+        >>> rank_margin(h, 0.025), round(rank_error(h, 0.975), 2)  # T = 9 rows (den = 2)
+        (18, 8.29)
+    """
+    num, den = m.q.numerator, m.q.denominator
+    err = float(2 * m.sensitivity / m.budget) * math.log((m.grid + 1) / beta)
+    return math.ceil(err * (1 + 1e-12)) + max(num, den - num)
+
+
+def rank_margin_rows(m: HistogramMeasure) -> float:
+    """An endpoint's rank margin ``|T|/den`` in rows (0 for the value's own measure)."""
+    return abs(m.target) / m.q.denominator
+
+
+def interval_level(endpoints: tuple[HistogramMeasure, ...]) -> float:
+    """The coverage the endpoints guarantee (union bound over them).
+
+    ``1 − Σ grid·exp(−ε(|T| + 1 − max(num, den−num))/(2Δ))`` from the measures' public
+    parameters (see :class:`Quantile`): at least the level they were planned at; 1 when
+    there is no endpoint.
+    """
+    miss = 0.0
+    for m in endpoints:
+        num, den = m.q.numerator, m.q.denominator
+        gap = abs(m.target) + 1 - max(num, den - num)
+        miss += m.grid * math.exp(-float(m.budget / (2 * m.sensitivity)) * gap)
+    return 1.0 - miss
 
 
 AGGREGATES: tuple[type[Aggregate], ...] = (

@@ -14,7 +14,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from html import escape as html_escape
@@ -201,6 +201,13 @@ def row_policy_line(meta: AnswerMetadata) -> str:
     return "; ".join(parts)
 
 
+NONNEGATIVE_NOTE = (
+    "clipped at 0 (nonnegative=True): post-processing, no privacy cost; biased upward near "
+    "0, and the interval still holds the bounded count"
+)
+"""The note a count clipped at 0 carries (:meth:`Answer.clipped_at_zero`)."""
+
+
 def interval_coverage(meta: AnswerMetadata) -> str:
     """What the answer's intervals cover, in words (they account for the noise only).
 
@@ -362,6 +369,28 @@ class Answer:
     def with_diagnostics(self, diagnostics: BoundingDiagnostics) -> Answer:
         """A copy shown with its bounding diagnostics."""
         return Answer(self._frame, self.metadata, diagnostics)
+
+    def clipped_at_zero(self, columns: Iterable[str]) -> Answer:
+        """A copy whose ``columns`` (counts) and their interval ends are at least 0.
+
+        Post-processing of the released values: no privacy cost. A count is never negative,
+        so an interval that holds the (bounded) count still holds it after its ends are
+        raised to 0. The values are **biased upward near 0**: where the true count is 0, the
+        clipped value averages about half the noise's mean absolute deviation instead of 0,
+        and sums of clipped counts overstate the total. For reports that must not show a
+        negative count; totals and further arithmetic should use the unclipped answer.
+        """
+        frame = self._frame.copy()
+        notes = dict(self.metadata.notes)
+        for name in columns:
+            if name not in frame.columns:
+                continue
+            for column in (name, f"{name}_low", f"{name}_high"):
+                if column in frame.columns:
+                    frame[column] = frame[column].clip(lower=0)
+            note = NONNEGATIVE_NOTE
+            notes[name] = f"{notes[name]}; {note}" if name in notes else note
+        return Answer(frame, replace(self.metadata, notes=notes), self.diagnostics)
 
     # -- display ---------------------------------------------------------------------------
 

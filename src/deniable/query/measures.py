@@ -225,21 +225,29 @@ class SquaresMeasure(ClampedMeasure):
 class HistogramMeasure(ClampedMeasure):
     """Counts per cell ``round((clamp(x) − lower_f)·grid/(upper_f − lower_f))``.
 
-    Noised by the exponential mechanism for quantile ``q``.
+    Noised by the exponential mechanism for quantile ``q``, with the scores of
+    :func:`deniable.query.release.quantile_scores`: ``target = 0`` aims at the quantile,
+    ``−T`` and ``+T`` at the lower and upper endpoints of its interval (the sensitivity is
+    the same for every target).
 
     Attributes:
         q: the quantile.
         grid: number of steps of the candidate grid (``grid + 1`` candidates).
+        target: the integer score the choice aims at (0 for the quantile itself).
     """
 
     q: Fraction
     grid: int
+    target: int = 0
 
     kind: ClassVar[MeasureKind] = "histogram"
 
     def describe(self) -> dict[str, object]:
-        """The record, with the quantile and the grid."""
-        return {**super().describe(), "q": str(self.q), "grid": self.grid}
+        """The record, with the quantile, the grid and (for interval endpoints) the target."""
+        out = {**super().describe(), "q": str(self.q), "grid": self.grid}
+        if self.target:
+            out["target"] = self.target
+        return out
 
 
 COUNTS: dict[str, type[Measure]] = {
@@ -469,8 +477,13 @@ def histogram_measure(
     m: int,
     r: int,
     grid: int,
+    target: int = 0,
 ) -> HistogramMeasure:
-    """A histogram over ``grid + 1`` candidates, for the exponential mechanism at ``q``."""
+    """A histogram over ``grid + 1`` candidates, for the exponential mechanism at ``q``.
+
+    ``target`` is the score the choice aims at (see :class:`HistogramMeasure`); the score
+    sensitivity does not depend on it.
+    """
     lo_f, hi_f = bounds.as_floats()
     if column.kind is ColumnKind.INTEGER:
         grid = min(grid, int(bounds.upper - bounds.lower))
@@ -495,4 +508,5 @@ def histogram_measure(
         budget=eps,
         q=q,
         grid=grid,
+        target=target,
     )

@@ -46,7 +46,7 @@ from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho, pa
 from deniable.errors import InternalError, InvalidParameter, Remedy, UnsafeQuery, remedied
 from deniable.mechanisms.events import PartitionSelectionEvent, PrivacyEvent, compose_events
 from deniable.query import partition
-from deniable.query.aggregates import Aggregate, PlanContext
+from deniable.query.aggregates import Aggregate, Count, PlanContext
 from deniable.query.catalog import Bounds, Column
 from deniable.query.catalog.validate import ValidatedQuery
 from deniable.query.measures import (
@@ -162,6 +162,10 @@ class DPPlan:
     requested: PrivacyLoss
     loss: PrivacyLoss
     level: float
+
+    def count_outputs(self) -> list[str]:
+        """The outputs that are counts (``COUNT``, ``COUNT(DISTINCT …)``): never negative."""
+        return [a.name for a in self.aggregates if isinstance(a.aggregate, Count)]
 
     @property
     def events(self) -> tuple[PrivacyEvent, ...]:
@@ -360,6 +364,7 @@ def make_plan(
         quantile_grid=quantile_grid,
         grids=grids,
         new_id=lambda: f"m{next(counter)}",
+        level=float(level),
     )
     measures: list[Measure] = []
     planned: list[AggregatePlan] = []

@@ -157,14 +157,18 @@ def read_result(table: pa.Table, compiled: CompiledQuery, plan: DPPlan) -> Exact
         rows = np.flatnonzero(part == j)
         found = dict(zip(key_tuples(rows), ints(COUNT)[rows].tolist(), strict=True))
         measures[mid] = np.array([found.get(k, 0) for k in keys], dtype=np.int64)
+    shared: dict[int, SparseHistograms] = {}  # measures reading one engine histogram
     for mid, j in compiled.histogram_parts.items():
+        if j in shared:
+            histograms[mid] = shared[j]
+            continue
         rows = np.flatnonzero(part == j)
         cells: dict[tuple[object, ...], list[int]] = {}
         for n, k in enumerate(key_tuples(rows)):
             cells.setdefault(k, []).append(n)
         meas = plan.measure(mid)
         assert isinstance(meas, HistogramMeasure)
-        histograms[mid] = SparseHistograms(
+        histograms[mid] = shared[j] = SparseHistograms(
             {k: (bins[rows[at]], counts[rows[at]]) for k, at in cells.items()}, meas.grid
         )
     decoders = tuple(key_decoder(k.sql_type) if key_as_text(k) else None for k in plan.keys)
@@ -293,7 +297,7 @@ def release(
             cells = per.cells(exact.keys[row]) if per is not None and row >= 0 else None
             counts = dense_histogram(cells, meas.grid)
             rel = exponential(
-                quantile_scores(counts, meas.q),
+                quantile_scores(counts, meas.q, meas.target),
                 sensitivity=meas.sensitivity,
                 epsilon=meas.budget,
                 source=source,
@@ -334,21 +338,47 @@ def additive_release(meas: Measure, values: I64, source: RandomSource | None) ->
     raise InternalError(f"measure {meas.id} has no additive mechanism")
 
 
-def quantile_scores(counts: npt.ArrayLike, q: Fraction) -> I64:
-    """Integer scores ``−|(den−num)·#below(j) − num·#above(j)|`` of each grid candidate ``j``.
+def quantile_scores(counts: npt.ArrayLike, q: Fraction, target: int = 0) -> I64:
+    """Integer exponential-mechanism scores of each grid candidate ``j`` for quantile ``q``.
 
-    ``den`` times the usual ``−|(1−q)·#below − q·#above|``; one row more or less changes each
-    score by at most ``max(num, den − num)``.
+    With ``q = num/den``, ``target = 0`` (the quantile itself) gives
+    ``−|S(j)|``, ``S(j) = (den−num)·#below(j) − num·#above(j)`` — ``den`` times the usual
+    ``(1−q)·#below − q·#above``.
+
+    An interval endpoint aims at ``target = ∓T``. Cell ``j``'s rows span the positions
+    ``[lo_j, hi_j]`` with ``lo_j = den·#below(j) − num·n`` and ``hi_j = lo_j + den·c_j``
+    (``S(j)`` lies between them, and ``hi_j = lo_{j+1}``: the cells tile
+    ``[−num·n, (den−num)·n]``); candidate ``j`` scores ``−dist(target, [lo_j, hi_j])``, with
+    the outer candidate's span open outwards (candidate 0 covers every position below
+    ``hi_0`` for ``target < 0``, the last every position above its ``lo`` for
+    ``target > 0``). So some candidate always scores 0 whatever the data (ties, gaps, few or
+    no rows). One row more or less moves each ``lo_j`` and ``hi_j`` by at most
+    ``max(num, den − num)``, and a distance to an interval by no more: the sensitivity is
+    the same for every target.
 
     Examples:
         >>> quantile_scores([1, 0, 1], Fraction(1, 2)).tolist()
         [-1, 0, -1]
+        >>> quantile_scores([1, 0, 1], Fraction(1, 2), -2).tolist()
+        [0, -2, -2]
+        >>> quantile_scores([1, 0, 1], Fraction(1, 2), 1).tolist()
+        [-1, -1, 0]
     """
     c = np.asarray(counts, dtype=np.int64)
     below = np.concatenate([[0], np.cumsum(c)[:-1]])
-    above = int(c.sum()) - below - c
+    n = int(c.sum())
     num, den = q.numerator, q.denominator
-    return np.asarray(-np.abs((den - num) * below - num * above), dtype=np.int64)
+    if target == 0:
+        above = n - below - c
+        return np.asarray(-np.abs((den - num) * below - num * above), dtype=np.int64)
+    lo = den * below - num * n
+    hi = lo + den * c
+    if target < 0:
+        lo[0] = target  # candidate 0: every position up to hi_0
+    else:
+        hi[-1] = target  # the last candidate: every position from its lo
+    gap = np.maximum(np.maximum(lo - target, target - hi), 0)
+    return np.asarray(-gap, dtype=np.int64)
 
 
 def order_keys(keys: Sequence[tuple[object, ...]]) -> list[int]:

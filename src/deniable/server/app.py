@@ -537,6 +537,7 @@ def create_app(
             rho=body.rho,
             level=body.level,
             idempotency_key=idempotency_key,
+            nonnegative=body.nonnegative,
         )
         return QueryResponse.of(dataset, answer)
 

@@ -349,6 +349,11 @@ class QueryRequest(_Request):
     level: Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)] = Field(
         0.95, description="confidence level of the intervals"
     )
+    nonnegative: bool = Field(
+        False,
+        description="clip counts and their interval ends at 0 (free post-processing, biased "
+        "upward near 0); by default counts are unbiased and may be negative",
+    )
 
     @model_validator(mode="after")
     def _one_form(self) -> QueryRequest:

@@ -471,6 +471,7 @@ class Service:
         rho: float | Fraction | None = None,
         level: float = 0.95,
         idempotency_key: str | None = None,
+        nonnegative: bool = False,
     ) -> Answer:
         """Answer ``query`` on ``dataset`` for ``principal``, charging its name.
 
@@ -482,7 +483,9 @@ class Service:
         charge: it is the same request, charged once).
 
         The answer's ``remaining`` is what the principal may still spend (the least of what
-        is left of the cap and of its allowance) at the time of the answer.
+        is left of the cap and of its allowance) at the time of the answer. ``nonnegative``
+        clips the counts of a table query at 0 (free post-processing,
+        :meth:`~deniable.query.answer.Answer.clipped_at_zero`).
 
         A query over one of the dataset's graphs (text, or a builder query naming the graph,
         see :mod:`deniable.graph.sql`) is answered by the graph's release path under the
@@ -512,6 +515,8 @@ class Service:
         session = self._session(dataset)
         found = self._graph_query(dataset, session, query)
         if found is not None:
+            if nonnegative:
+                raise InvalidParameter("nonnegative applies to table queries, not to graphs")
             graph, text = found
             return self._answer_graph(
                 principal,
@@ -525,6 +530,18 @@ class Service:
                 idempotency_key=idempotency_key,
             )
         program = session.compile(query, epsilon=epsilon, delta=delta, rho=rho, level=level)
+        answer = self._table_answer(principal, dataset, session, program, idempotency_key)
+        return answer.clipped_at_zero(program.plan.count_outputs()) if nonnegative else answer
+
+    def _table_answer(
+        self,
+        principal: Caller,
+        dataset: str,
+        session: Session,
+        program: QueryProgram,
+        idempotency_key: str | None,
+    ) -> Answer:
+        """The answer to a compiled table query (see :meth:`query`): replayed or charged."""
         share = self._config.server.share_replays
         scope = None if share else principal.name
         query_key = replay_key(program, scope)

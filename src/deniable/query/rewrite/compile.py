@@ -1285,9 +1285,17 @@ def compile_plan(
     ]
     histogram_parts: dict[str, int] = {}
     distinct_parts: dict[str, int] = {}
-    for j, meas in enumerate(histograms, start=1):
+    # Histograms of one per-row bin value are one engine histogram (a quantile's point and
+    # interval endpoints, or two quantiles of one column, share it).
+    hist_part: dict[str, int] = {}
+    j = 0
+    for meas in histograms:
         assert bounded_rows is not None
         col = measure_alias[meas.id]
+        if meas.kind == "histogram" and col in hist_part:
+            histogram_parts[meas.id] = hist_part[col]
+            continue
+        j += 1
         head = [
             _alias(_int(j), PART),
             *_refs(keys),
@@ -1304,7 +1312,7 @@ def compile_plan(
             sel = [*head, null_bigint(BIN), _alias(_cast(count, _T.BIGINT), COUNT)]
             group = _refs(keys)
         else:
-            histogram_parts[meas.id] = j
+            histogram_parts[meas.id] = hist_part[col] = j
             count = exp.Count(this=_ref(col))
             sel = [
                 *head,
