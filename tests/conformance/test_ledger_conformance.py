@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _postgres import PostgresServer, shared_server
+from _postgres import PostgresServer, shared_server, stop_shared_server
 
 from deniable.accounting.loss import Epsilon, EpsilonDelta, Rho
 from deniable.errors import BudgetExceeded, DuplicateRequest, LedgerError, LedgerTampered
@@ -74,6 +74,7 @@ class Backend:
 @pytest.fixture(scope="module")
 def pg_server() -> Iterator[PostgresServer]:
     yield shared_server()
+    stop_shared_server()  # xdist workers may skip atexit: never leave a server behind
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -164,7 +165,7 @@ def test_idempotency_answers_and_samples(backend: Backend) -> None:
         first = spend(led, F(1, 4), "k", idempotency_key="req-1")
         with pytest.raises(DuplicateRequest) as info:
             spend(led, F(1, 4), "k", idempotency_key="req-1")
-        assert info.value.charge_id == first  # type: ignore[attr-defined]
+        assert info.value.charge_id == first
         led.store_answer(first, b"\x00answer\xff")
         led.store_answer(first, b"\x00answer\xff")  # the same bytes: a no-op
         with pytest.raises(LedgerError, match="different stored answer"):

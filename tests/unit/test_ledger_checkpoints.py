@@ -260,3 +260,39 @@ def test_backup_verifies_in_full(path: Path, tmp_path: Path) -> None:
         with pytest.raises(LedgerTampered):
             led.backup(tmp_path / "copy.db")
     assert not (tmp_path / "copy.db").exists()
+
+
+def test_a_host_adopts_another_hosts_checkpoint_only_after_checking_it(
+    path: Path, tmp_path: Path
+) -> None:
+    # Two hosts, one database, an anchor each (host B enrolled with a copy of A's anchor).
+    with Ledger(path) as a:
+        a.register("d", Epsilon(epsilon=10))
+        spend(a, F(1, 100), "first")
+    b_anchor = tmp_path / "b.anchor"
+    shutil.copyfile(f"{path}.anchor", b_anchor)
+    with Ledger(path) as a:  # host A alone makes the checkpoints
+        for i in range(25):
+            spend(a, F(1, 100), f"a{i}")
+    latest = checkpoints(path)[-1]
+    with Ledger(path, anchor=b_anchor) as b:
+        assert not b.tampered
+        spend(b, F(1, 100), "b0")
+    vouched = json.loads(b_anchor.read_text())["checkpoint"]
+    assert vouched["seq"] == latest  # B checked A's checkpoint against the chain, then took it
+
+    # A checkpoint that the chain does not give is never adopted (and is found on open).
+    with Ledger(path) as a:
+        for i in range(12):
+            spend(a, F(1, 100), f"later{i}")
+    forged = checkpoints(path)[-1]
+    tamper(
+        path,
+        "UPDATE checkpoints SET body = replace(body, '\"bob\"', '\"eve\"'), hash = ? WHERE seq = ?",
+        "0" * 64,
+        forged,
+    )
+    with Ledger(path, anchor=b_anchor) as b:
+        assert b.tampered
+        assert any(f"checkpoint at entry {forged}" in p for p in b.verify().problems)
+    assert json.loads(b_anchor.read_text())["checkpoint"]["seq"] == latest

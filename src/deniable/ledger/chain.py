@@ -332,27 +332,26 @@ def vouched(
     return found, None
 
 
-def make_checkpoint(w: Write, base: Checkpoint | None) -> Checkpoint:
-    """Build and insert the checkpoint at ``w``'s last entry, inside ``w``.
+def replay_from(
+    conn: Tx, base: Checkpoint | None, upto: int | None = None
+) -> tuple[Replay, int, str]:
+    """The replay state at entry ``upto`` (default: the last), from ``base`` or entry 1.
 
-    The checkpoint is a function of the chain alone: the state of ``base`` (a checkpoint the
-    anchor vouches for, or None to start from entry 1) with every entry after it replayed,
-    each entry's hash checked against its predecessor. Table rows are never read, so a row
-    edited by hand cannot be laundered into a checkpoint.
+    Reads the chain only, each entry's hash checked against its predecessor.
 
     Raises:
-        LedgerError: the chain after ``base`` does not verify (nothing is written then: the
-            caller's transaction rolls back).
+        LedgerError: the chain after ``base`` does not verify.
     """
-    conn = w.conn
     replay = Replay() if base is None else Replay.from_checkpoint(base.parsed())
     seq, head = (0, GENESIS) if base is None else (base.seq, base.head)
     if base is not None:
         row = conn.execute("SELECT hash FROM chain WHERE seq = ?", (base.seq,)).fetchone()
         if row is None or str(row[0]) != base.head:
             raise LedgerError("the chain no longer matches its last checkpoint")
+    last = (1 << 62) if upto is None else upto
     for s, op, payload, digest in conn.execute(
-        "SELECT seq, op, payload, hash FROM chain WHERE seq > ? ORDER BY seq", (seq,)
+        "SELECT seq, op, payload, hash FROM chain WHERE seq > ? AND seq <= ? ORDER BY seq",
+        (seq, last),
     ):
         if s != seq + 1 or entry_hash(head, s, payload) != digest:
             raise LedgerError(f"chain entry {s} does not verify; no checkpoint was made")
@@ -361,6 +360,25 @@ def make_checkpoint(w: Write, base: Checkpoint | None) -> Checkpoint:
         except (ValueError, KeyError, TypeError, IndexError) as e:
             raise LedgerError(f"chain entry {s} cannot be replayed; no checkpoint was made") from e
         seq, head = s, digest
+    if upto is not None and seq != upto:
+        raise LedgerError(f"chain entry {seq + 1} is missing; no checkpoint was made")
+    return replay, seq, head
+
+
+def make_checkpoint(w: Write, base: Checkpoint | None) -> Checkpoint:
+    """Build and insert the checkpoint at ``w``'s last entry, inside ``w``.
+
+    The checkpoint is a function of the chain alone: the state of ``base`` (a checkpoint the
+    anchor vouches for, or None to start from entry 1) with every entry after it replayed,
+    each entry's hash checked against its predecessor (:func:`replay_from`). Table rows are
+    never read, so a row edited by hand cannot be laundered into a checkpoint.
+
+    Raises:
+        LedgerError: the chain after ``base`` does not verify (nothing is written then: the
+            caller's transaction rolls back).
+    """
+    conn = w.conn
+    replay, seq, head = replay_from(conn, base)
     body = replay.checkpoint_body(seq, head)
     made = Checkpoint(seq=seq, head=head, body=body, hash=body_hash(body))
     conn.ensure_extensions()
@@ -369,6 +387,31 @@ def make_checkpoint(w: Write, base: Checkpoint | None) -> Checkpoint:
         (made.seq, made.head, made.body, made.hash),
     )
     return made
+
+
+def confirms(conn: Tx, base: Checkpoint | None, later: Checkpoint) -> bool:
+    """Whether ``later`` (made by another writer) is what the chain gives from ``base``.
+
+    A host whose anchor vouches for an older checkpoint adopts a later one only after
+    replaying the entries between them: its anchor then vouches only for what it checked.
+
+    Raises:
+        LedgerError: the chain between them does not verify.
+    """
+    replay, seq, head = replay_from(conn, base, later.seq)
+    return later.head == head and body_hash(replay.checkpoint_body(seq, head)) == later.hash
+
+
+def latest_checkpoint(conn: Tx) -> Checkpoint | None:
+    """The stored checkpoint with the highest entry number, or None."""
+    if not conn.has_table("checkpoints"):
+        return None
+    row = conn.execute(
+        "SELECT seq, head, body, hash FROM checkpoints ORDER BY seq DESC LIMIT 1"
+    ).fetchone()
+    if row is None:
+        return None
+    return Checkpoint(seq=int(row[0]), head=str(row[1]), body=str(row[2]), hash=str(row[3]))
 
 
 def counted(checkpoint: Checkpoint) -> Counted:

@@ -127,7 +127,9 @@ from deniable.ledger.chain import (
     WriteMode,
     anchor_key,
     audit,
+    confirms,
     counted,
+    latest_checkpoint,
     live_check,
     make_checkpoint,
     vouched,
@@ -570,31 +572,49 @@ class Ledger:
 
         Built from the checkpoint the previous anchor vouches for (or from entry 1) by
         replaying the chain only (:func:`deniable.ledger.chain.make_checkpoint`); the anchor
-        written after this commit vouches for it.
+        written after this commit vouches for it. When another writer (another host, with
+        its own anchor) made a later checkpoint, this one is checked against the chain
+        (:func:`deniable.ledger.chain.confirms`) and then vouched for, so that every host's
+        admission and open start from a recent checkpoint.
         """
         tx = w.conn
-        last = 0
-        if tx.has_table("checkpoints"):
-            row = tx.execute("SELECT COALESCE(MAX(seq), 0) FROM checkpoints").fetchone()
-            last = int(row[0])
-        if w.seq - last < chain.CHECKPOINT_EVERY:
-            return
-        base, _ = vouched(tx, w.previous, self._ledger_id)
-        made = make_checkpoint(w, base)
-        w.checkpoint = (made.seq, made.hash)
+        if not tx.has_table("checkpoints"):
+            top = None
+        else:
+            top = tx.execute("SELECT seq FROM checkpoints ORDER BY seq DESC LIMIT 1").fetchone()
+        latest_seq = 0 if top is None else int(top[0])
+        mine = self._still_vouched(w.previous)
+        if w.seq - latest_seq >= chain.CHECKPOINT_EVERY:
+            base, _ = vouched(tx, w.previous, self._ledger_id)
+            made = make_checkpoint(w, base)
+            w.checkpoint = (made.seq, made.hash)
+        elif latest_seq > (0 if mine is None else mine[0]):
+            base, _ = vouched(tx, w.previous, self._ledger_id)
+            latest = latest_checkpoint(tx)
+            if latest is not None and confirms(tx, base, latest):
+                w.checkpoint = (latest.seq, latest.hash)
 
     def _counted_by(self, tx: Tx, anchor: Anchor | None) -> Counted | None:
-        """The totals of the checkpoint ``anchor`` vouches for (None: count every row)."""
+        """The totals of the checkpoint ``anchor`` vouches for (None: count every row).
+
+        A checkpoint's body is read and hashed once per object: later transactions that
+        find the same (entry, hash) reuse the totals already checked.
+        """
+        mine = self._still_vouched(anchor)
+        if mine is None:
+            return None
+        if self._counted is not None and self._counted[0] == f"{mine[0]}:{mine[1]}":
+            row = tx.execute("SELECT hash FROM checkpoints WHERE seq = ?", (mine[0],)).fetchone()
+            if row is not None and str(row[0]) == mine[1]:
+                return self._counted[1]
         found, _ = vouched(tx, anchor, self._ledger_id)
         if found is None:
             return None
-        if self._counted is not None and self._counted[0] == found.hash:
-            return self._counted[1]
         try:
             result = counted(found)
         except (ValueError, KeyError, TypeError) as e:
             raise LedgerError("the ledger's checkpoint cannot be read") from e
-        self._counted = (found.hash, result)
+        self._counted = (f"{found.seq}:{found.hash}", result)
         return result
 
     @contextmanager

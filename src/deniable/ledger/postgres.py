@@ -21,6 +21,9 @@ ledger (:mod:`deniable.ledger.facade`), with these mechanisms:
 * **The anchor stays outside the database**: a file on the host (``anchor=``; by default
   ``$XDG_STATE_HOME/deniable/anchors/<hash of the URL>.anchor``), as for SQLite. Several
   hosts may each keep their own anchor; a database rolled back behind any of them is found.
+  A host joining a ledger that already has a history starts from a copy of a current
+  anchor (the curator's, or another host's): a ledger with entries and no anchor reads as
+  a deleted anchor, by design, and is refused until a curator acknowledges it.
 * **Backups** are SQLite ledger files (:meth:`PostgresStore.copy_to_sqlite`): one
   ``REPEATABLE READ`` snapshot of every row, verified in full by
   :meth:`deniable.ledger.Ledger.backup` before it is kept.
@@ -137,7 +140,9 @@ _SCHEMA: tuple[str, ...] = (
         status TEXT NOT NULL CHECK (status IN ('charged', 'answered')),
         idempotency_key TEXT
     )""",
-    "CREATE INDEX charges_by_analyst ON charges (dataset, analyst)",
+    # The charges after a checkpoint's last id, of a dataset or of one analyst: one range.
+    "CREATE INDEX charges_by_analyst ON charges (dataset, analyst, id)",
+    "CREATE INDEX charges_by_dataset ON charges (dataset, id)",
     """CREATE UNIQUE INDEX charges_idempotency ON charges (dataset, analyst, idempotency_key)
     WHERE idempotency_key IS NOT NULL""",
     """CREATE TABLE answers (

@@ -172,7 +172,7 @@ _SCHEMA: tuple[str, ...] = (
 
 # Tables added after schema version 2 was released. They are created in new ledgers and,
 # in existing ones, by the first write that needs them (so old ledgers open unchanged);
-# readers treat a missing table as empty. Both are append-only like the others.
+# readers treat a missing table as empty. They are append-only like the others.
 _EXTENSIONS: tuple[str, ...] = (
     """CREATE TABLE IF NOT EXISTS accountants (
         dataset TEXT PRIMARY KEY REFERENCES datasets(name),
@@ -193,6 +193,8 @@ _EXTENSIONS: tuple[str, ...] = (
         body TEXT NOT NULL,
         hash TEXT NOT NULL
     ) STRICT""",
+    # (dataset, rowid): the charges after a checkpoint's last id are one range of it.
+    "CREATE INDEX IF NOT EXISTS charges_by_dataset ON charges (dataset)",
     """CREATE TRIGGER IF NOT EXISTS checkpoints_append_only_delete BEFORE DELETE ON checkpoints
     BEGIN SELECT RAISE(ABORT, 'ledger tables are append-only'); END""",
     """CREATE TRIGGER IF NOT EXISTS checkpoints_append_only_update BEFORE UPDATE ON checkpoints
@@ -241,7 +243,14 @@ class SQLiteTx(Tx):
         return f"json_extract({column}, '$.{'.'.join(keys)}')"
 
     def ensure_extensions(self) -> None:
-        if not all(self.has_table(t) for t in ("accountants", "sample_releases", "checkpoints")):
+        have = {
+            str(r[0])
+            for r in self.conn.execute(
+                "SELECT name FROM sqlite_master WHERE name IN "
+                "('accountants', 'sample_releases', 'checkpoints', 'charges_by_dataset')"
+            )
+        }
+        if len(have) < 4:
             for statement in _EXTENSIONS:
                 self.conn.execute(statement)
 
