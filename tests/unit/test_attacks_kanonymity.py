@@ -21,3 +21,10 @@ def test_mondrian_falls_and_safe_k_anonymity_holds() -> None:
         assert run.rows_published > 0  # the release is not empty: suppression, not silence
     assert 0 < report.epsilon < 3 and report.delta <= 1e-6
     assert "Mondrian" in report.text()
+
+
+def test_identical_runs_are_reported_once_with_their_count() -> None:
+    """Five identical lines for deniable's five runs before (issue 23)."""
+    text = run_kanonymity(runs=3).text()
+    deniable = [line for line in text.splitlines() if line.startswith("* deniable")]
+    assert len(deniable) == 1 and "in all 3 runs" in deniable[0]

@@ -116,3 +116,39 @@ def test_answer_plot_and_notebook_png() -> None:
     assert png is not None and png.startswith(PNG) and len(png) > 5_000
     nothing = _answer(pd.DataFrame({"q": [1.0], "q_low": [math.nan], "q_high": [math.nan]}))
     assert nothing._repr_png_() is None  # nothing to draw: no image, no error
+
+
+def test_close_epsilons_get_distinct_colours() -> None:
+    """ε = 0.5, 1 and 1.1 were three shades of one colour scale (issue 23)."""
+    import matplotlib.colors as mcolors
+
+    fig = plots.posterior_family_figure([0.5, 1, 1.1, 2, 5])
+    lines = [line for line in fig.axes[0].get_lines() if line.get_label().startswith("ε")]
+    looks = {(mcolors.to_hex(line.get_color()), line.get_linestyle()) for line in lines}
+    assert len(lines) == 5 and len(looks) == 5
+    rgb = [mcolors.to_rgb(line.get_color()) for line in lines]
+    closest = min(math.dist(a, b) for i, a in enumerate(rgb) for b in rgb[i + 1 :])
+    assert closest > 0.2  # far apart in RGB, not neighbouring shades
+
+
+def test_budget_axis_reads_as_times_for_close_charges() -> None:
+    """Charges half a second apart read '17:07.500000' on the axis before (issue 23)."""
+    t0 = datetime(2024, 5, 1, 17, 7, tzinfo=UTC)
+    charges = [
+        Charge(
+            id=i,
+            dataset="d",
+            analyst="a",
+            query_key=f"k{i}",
+            query_text="q",
+            loss=Epsilon(epsilon=0.1),
+            time=t0 + timedelta(milliseconds=500 * i),
+            details={},
+            status="answered",
+        )
+        for i in range(1, 6)
+    ]
+    fig = plots.budget_figure(budget_timeline("d", charges, Epsilon(epsilon=2)))
+    fig.canvas.draw()
+    labels = [t.get_text() for ax in fig.axes for t in ax.get_xticklabels() if t.get_text()]
+    assert labels and not any("00000" in label for label in labels), labels

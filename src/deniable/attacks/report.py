@@ -133,6 +133,7 @@ def render(report: AnyReport) -> str:
                 f"more than 10 million (they are worth {report.rich_worth:,})."
             ),
         ]
+        outcomes: dict[tuple[str, str, str], int] = {}  # in order; identical runs once
         for run in report.runs:
             where = "with" if run.rich_in_data else "without"
             if run.says_present:
@@ -142,7 +143,11 @@ def render(report: AnyReport) -> str:
                 )
             else:
                 said = "the attacker sees no trace of the rich person"
-            lines.append(f"\n* {run.system}, {where} the rich person: {said}.")
+            key = (run.system, where, said)
+            outcomes[key] = outcomes.get(key, 0) + 1
+        for (system, where, said), times in outcomes.items():
+            again = "" if times == 1 else f" — in all {times} runs, each on a fresh sample"
+            lines.append(f"\n* {system}, {where} the rich person: {said}{again}.")
         lines.append(
             f"\nDeniable's releases are {report.guarantee}; with prior 50% the posterior on "
             f"presence stays in {_bound(report.posterior)} (failing with probability ≤ δ). "
@@ -169,10 +174,20 @@ def render(report: AnyReport) -> str:
                     f"  {replays} repeats replayed free; ε = {mrun.epsilon_spent:g} charged"
                     + ("; then the budget refused." if mrun.stopped_by == "budget" else ".")
                 )
+                bound = mrun.bound or 0.0
                 lines.append(
                     f"  At ε = {mrun.epsilon_spent:g} no attacker can be right more than "
-                    f"{_pct(mrun.bound or 0.0)} of the time."
+                    f"{_pct(bound)} of the time (in expectation)."
                 )
+                if mrun.success_rate > bound:
+                    lines.append(
+                        f"  The observed {_pct(mrun.success_rate)} is above it by sampling "
+                        f"noise alone: its 95% interval ({_pct(lo)}–{_pct(hi)}) holds the "
+                        "bound, so it is consistent with the guarantee."
+                        if lo <= bound
+                        else f"  The observed rate's 95% interval ({_pct(lo)}–{_pct(hi)}) lies "
+                        "entirely above the bound: the guarantee does not hold here."
+                    )
         return "\n".join(lines)
     raise InvalidParameter(f"not an attack report: {type(report).__name__}")
 

@@ -25,10 +25,11 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Any
 
+import numpy as np
 from sqlglot import exp
 
 from deniable.accounting.amplification import sampling_rate
-from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
+from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho, exact
 from deniable.accounting.renyi import ZCDPAccountant, ZCDPFilter
 from deniable.curator.tune import (
     TuneReport,
@@ -40,6 +41,7 @@ from deniable.curator.tune import (
 from deniable.engines.base import Engine, TableBinding
 from deniable.engines.duckdb import DuckDBEngine
 from deniable.errors import InvalidParameter, PrivacyWarning, UnsafeQuery
+from deniable.explain.accuracy import AccuracyCurve
 from deniable.graph import Graph, GraphInfo
 from deniable.graph import register as register_graph
 from deniable.graph.sql import answer as answer_graph_sql
@@ -735,6 +737,61 @@ class Session:
         over the bounds.
         """
         return query_accuracy(self.plan(query, **options), rows=rows)
+
+    def accuracy_curve(
+        self,
+        query: str | Query,
+        budgets: Sequence[float | Fraction],
+        *,
+        rows: int | None = None,
+        delta: float | Fraction | None = None,
+        **options: Any,
+    ) -> AccuracyCurve:
+        """Each output's interval half-width as the budget varies, named as the query names it.
+
+        Reads no data and charges nothing: the query is parsed once and planned at each
+        budget (ε, or ρ on a zCDP budget); every output gets its own interval rule
+        (:func:`deniable.query.accuracy.accuracy`), in its own units — an AVG as an average,
+        not as the count and sum it is made of. Draw it with
+        :func:`deniable.explain.plots.accuracy_figure`.
+
+        Raises:
+            InvalidParameter: no budget or one that is not positive; an output whose width
+                depends on the data and no ``rows=`` (an assumed rows per group) to assume,
+                named; a query with no output that has a width (options as for
+                :meth:`budget_for`).
+        """
+        if "epsilon" in options or "rho" in options:
+            raise InvalidParameter("accuracy_curve varies epsilon (or rho): leave them out")
+        values = [exact(b, "budget") for b in budgets]
+        if not values or any(b <= 0 for b in values):
+            raise InvalidParameter("give one or more positive budgets (ε, or ρ) to plot")
+        plan_at = self._planner(query, delta=delta, **options)
+        widths: dict[str, list[float]] = {}
+        level = 0.95
+        for b in values:
+            report = query_accuracy(plan_at(b), rows=rows)
+            level = report.level
+            for out in report.outputs:
+                if out.half_width is None:
+                    if out.depends_on is None:
+                        continue  # nothing noisy to draw (e.g. a public key)
+                    raise InvalidParameter(
+                        f"the interval of {out.name!r} depends on {out.depends_on}: pass "
+                        "rows= (an assumed number of rows per group) to draw it"
+                    )
+                widths.setdefault(out.name, []).append(out.half_width)
+        if not widths:
+            raise InvalidParameter("the query has no output with an interval to draw")
+        text = query.to_sql() if isinstance(query, Query) else query
+        return AccuracyCurve(
+            parameter="ρ" if isinstance(self._budget, Rho) else "ε",
+            budgets=np.array([float(b) for b in values], dtype=np.float64),
+            half_widths={k: np.array(v, dtype=np.float64) for k, v in widths.items()},
+            level=level,
+            description=" ".join(text.split())[:60]
+            + ("" if rows is None else f" ({rows:,} rows per group assumed)"),
+        )
 
     def budget_for(
         self,

@@ -28,6 +28,7 @@ from datetime import UTC
 from pathlib import Path
 
 import matplotlib as mpl
+import matplotlib.dates as mdates
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
@@ -165,13 +166,16 @@ def posterior_family_figure(
     curves = posterior_family(epsilons, delta=delta, evidence=evidence)
     fig, ax = _figure(7.0, 5.2)
     ax.plot([0, 1], [0, 1], color="black", lw=1, label="no update")
-    cmap = mpl.colormaps["viridis"]
-    top = max(float(c.epsilon) for c in curves) or 1.0
-    for c in curves:
-        color = cmap(0.9 * float(c.epsilon) / top)
+    # One colour and line style per curve, in order: a colour scale by ε value made close
+    # values (0.5, 1, 1.1) indistinguishable.
+    tab10 = mpl.colormaps["tab10"]
+    palette = [tab10(i) for i in range(10)]
+    styles = ("-", "--", "-.", ":")
+    for i, c in enumerate(sorted(curves, key=lambda c: c.epsilon)):
+        color, ls = palette[i % len(palette)], styles[(i // len(palette)) % len(styles)]
         name = f"ε = {show(c.epsilon, 3)}"
-        ax.plot(c.priors, c.high, color=color, lw=1.8, label=name)
-        ax.plot(c.priors, c.low, color=color, lw=1.8)
+        ax.plot(c.priors, c.high, color=color, ls=ls, lw=1.8, label=name)
+        ax.plot(c.priors, c.low, color=color, ls=ls, lw=1.8)
     d = curves[0].delta
     title = "Posterior bounds for several ε"
     if d:
@@ -333,8 +337,13 @@ def budget_figure(timeline: BudgetTimeline) -> Figure:
         ax.grid(True, alpha=0.3)
     for ax in axes:
         ax.xaxis_date()
+        # Concise labels (dates once, then times; no "17:07.500000" for close charges).
+        locator = mdates.AutoDateLocator()  # type: ignore[no-untyped-call]
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(
+            mdates.ConciseDateFormatter(locator)  # type: ignore[no-untyped-call]
+        )
     axes[-1].set_xlabel("time of the charge (UTC)")
-    fig.autofmt_xdate()
     fig.suptitle(f"Budget spent on {timeline.dataset!r}", fontsize=11)
     left = ", ".join(
         f"{n}: {show(timeline.cap[n] - (timeline.spent[n][-1] if len(times) else 0), 4)}"
