@@ -69,7 +69,7 @@ def test_module_runs_end_to_end(files: tuple[Path, Path], tmp_path: Path) -> Non
     data, recoding = files
     out = tmp_path / "out.parquet"
     proc = subprocess.run(
-        [sys.executable, "-m", "deniable.cli.anonymize", str(data), "--k", "10", "--beta", "0.2",
+        [sys.executable, "-m", "deniable.cli.anonymize", str(data), "--unit", "row", "--k", "10", "--beta", "0.2",
          "--recoding", str(recoding), "-o", str(out)],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
@@ -106,7 +106,7 @@ def test_group_command_epsilon_safe_with_delta(files: tuple[Path, Path], tmp_pat
     )
     result = CliRunner().invoke(
         main,
-        ["anonymize", str(parquet), "--k", "12", "--beta", "0.3", "--recoding", str(narrow),
+        ["anonymize", str(parquet), "--unit", "row", "--k", "12", "--beta", "0.3", "--recoding", str(narrow),
          "-o", str(out), "--select-epsilon", "1.0", "--delta", "1e-6", "--no-progress"],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -125,7 +125,7 @@ def test_progress_bar_does_not_break_output(files: tuple[Path, Path], tmp_path: 
     out = tmp_path / "out.parquet"
     result = CliRunner().invoke(
         main,
-        ["anonymize", str(data), "--k", "10", "--beta", "0.2", "--recoding", str(recoding),
+        ["anonymize", str(data), "--unit", "row", "--k", "10", "--beta", "0.2", "--recoding", str(recoding),
          "-o", str(out), "--epsilon", "1.0", "--progress"],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -147,7 +147,18 @@ def test_bad_parameters_are_refused_and_nothing_is_written(
     data, recoding = files
     out = tmp_path / "out.parquet"
     result = CliRunner().invoke(
-        main, ["anonymize", str(data), "--recoding", str(recoding), "-o", str(out), *args]
+        main,
+        [
+            "anonymize",
+            str(data),
+            "--unit",
+            "row",
+            "--recoding",
+            str(recoding),
+            "-o",
+            str(out),
+            *args,
+        ],
     )
     assert result.exit_code != 0
     assert message in result.output
@@ -165,6 +176,8 @@ def test_unknown_column_and_uncovered_value_are_refused(tmp_path: Path) -> None:
         [
             "anonymize",
             str(data),
+            "--unit",
+            "row",
             "--k",
             "5",
             "--beta",
@@ -184,6 +197,8 @@ def test_unknown_column_and_uncovered_value_are_refused(tmp_path: Path) -> None:
         [
             "anonymize",
             str(data),
+            "--unit",
+            "row",
             "--k",
             "5",
             "--beta",
@@ -196,3 +211,43 @@ def test_unknown_column_and_uncovered_value_are_refused(tmp_path: Path) -> None:
     )
     assert result.exit_code == 1 and "unknown columns ['income']" in result.output
     assert not out.exists()
+
+
+def test_the_unit_is_stated_and_a_person_column_keeps_one_row_each(tmp_path: Path) -> None:
+    """A person with 60 identical rows is published under --unit row, never under --unit name.
+
+    Under --unit row, person0's 60 rows (age 50, zip 99999, one date, one diagnosis: a
+    combination nobody else has) are sampled at β = 0.5: about 30 survive, at least 10 with
+    probability 1 − P[Bin(60, 0.5) < 10] > 1 − 1e-7, so the combination passes k = 10 and is
+    published — one person, visible. Under --unit name, person0 keeps one row, below k:
+    suppressed whatever the sample.
+    """
+    data, recoding = tmp_path / "data.csv", tmp_path / "recoding.yaml"
+    write_data(data)
+    with data.open("a", newline="") as f:
+        w = csv.writer(f)
+        for _ in range(60):
+            w.writerow(["person0", 55, "99999", "2011-05-05", "flu"])
+    recoding.write_text(RECODING)
+    base = ["anonymize", str(data), "--k", "10", "--beta", "0.5", "--recoding", str(recoding)]
+
+    missing = CliRunner().invoke(main, [*base, "-o", str(tmp_path / "x.parquet")])
+    assert missing.exit_code == 2 and "--unit" in missing.output
+
+    def heavy_rows(unit: str) -> tuple[int, str]:
+        out = tmp_path / f"{unit}.parquet"
+        result = CliRunner().invoke(main, [*base, "--unit", unit, "-o", str(out)])
+        assert result.exit_code == 0, result.output
+        rows = (
+            duckdb.connect()
+            .execute(f"SELECT COUNT(*) FROM read_parquet('{out}') WHERE zip LIKE '999%'")
+            .fetchone()
+        )
+        assert rows is not None
+        return int(rows[0]), result.output
+
+    by_row, said_row = heavy_rows("row")
+    by_person, said_person = heavy_rows("name")
+    assert by_row >= 10 and by_person == 0
+    assert "each row is its own unit" in said_row
+    assert "one of each name's rows was kept" in said_person

@@ -216,7 +216,7 @@ def _anonymize(files: tuple[Path, Path], out: Path, *extra: str) -> tuple[int, s
     data, recoding = files
     result = CliRunner().invoke(
         main,
-        ["anonymize", str(data), "--k", "10", "--beta", "0.2", "--recoding", str(recoding),
+        ["anonymize", str(data), "--unit", "row", "--k", "10", "--beta", "0.2", "--recoding", str(recoding),
          "-o", str(out), "--epsilon", "1", "--no-progress", *extra],
     )  # fmt: skip
     return result.exit_code, result.output

@@ -2,9 +2,13 @@
 
 Examples::
 
-    deniable anonymize data.csv --k 10 --beta 0.1 --recoding recoding.yaml -o out.parquet
-    deniable anonymize data.parquet --k 10 --beta 0.1 --recoding r.yaml -o out.parquet
-        --select-epsilon 0.5 --delta 1e-6     (same line)
+    deniable anonymize data.csv --unit row --k 10 --beta 0.1 --recoding recoding.yaml \
+        -o out.parquet
+    deniable anonymize data.parquet --unit patient_id --k 10 --beta 0.1 --recoding r.yaml \
+        -o out.parquet --select-epsilon 0.5 --delta 1e-6
+
+``--unit`` is required: ``row`` protects each row (a person with several rows only by group
+privacy), a column keeps one random row of each person, so the guarantee is per person.
 
 Without ``--select-epsilon`` the recoding's fixed ``level`` per column is used (strongly
 safe, Theorem 3.9); with it, the recoding is chosen among the candidate levels by the
@@ -37,6 +41,14 @@ _LARGE_INPUT_BYTES = 20 * 1024 * 1024  # show a progress bar above this input si
 
 @click.command(name="anonymize")
 @click.argument("data", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--unit",
+    required=True,
+    metavar="COLUMN|row",
+    help="Required: the column identifying a person (one of each person's rows is kept, "
+    "chosen at random, so the guarantee is per person), or 'row' (each row is its own unit: "
+    "a person with several rows is protected only by group privacy).",
+)
 @click.option("--k", "k", type=int, required=True, help="Suppress tuples seen fewer than k times.")
 @click.option("--beta", type=float, required=True, help="Sampling rate, in (0, 1).")
 @click.option(
@@ -76,6 +88,7 @@ _LARGE_INPUT_BYTES = 20 * 1024 * 1024  # show a progress bar above this input si
 @click.option("--analyst", default="curator", show_default=True, help="Who releases (recorded).")
 def command(
     data: Path,
+    unit: str,
     k: int,
     beta: float,
     recoding: Path,
@@ -108,7 +121,7 @@ def command(
         spec = load_recoding(recoding)
         floor = min_epsilon(beta)
         con = duckdb.connect()
-        con.execute(f"CREATE VIEW input AS SELECT * FROM {_reader(data)}")
+        con.execute(_input_view(_reader(data), None if unit == "row" else unit))
         runner = DuckDBRunner(con)
         show = progress if progress is not None else _is_large(data)
         if epsilon is None and delta is None:
@@ -149,6 +162,13 @@ def command(
             result.to_parquet(output)
         lines = [f"wrote {result.report.published_rows} rows to {output}", "", "guarantee:"]
         lines.append("  " + result.guarantee.describe())
+        lines.append(
+            "  unit: each row is its own unit (a person with several rows is protected only "
+            "by group privacy)"
+            if unit == "row"
+            else f"  unit: one person ({unit}): one of each {unit}'s rows was kept, chosen at "
+            f"random, rows without a {unit} were left out; the guarantee is per {unit}"
+        )
         if curve:
             lines.append("  the same release also satisfies (the curve of Theorem 3.9/3.11):")
             for e2 in sorted({floor, *(e for e in (0.5, 1.0, 2.0) if e > floor)}):
@@ -223,6 +243,56 @@ def _record(
         ),
         f"  remaining: {show_loss(left)}",
     ]
+
+
+def _input_view(reader: str, unit: str | None) -> str:
+    """``CREATE VIEW input``: the file's rows, or one random row per person with ``unit``.
+
+    One row per person makes the row-level guarantee of safe k-anonymization a person-level
+    one. Each person's kept row is the least of a keyed hash of the row's position (the key
+    is secret and fresh, so the choice is uniform and unpredictable); rows without a unit
+    belong to no one and are left out. The view keeps the file's columns.
+    """
+    import secrets
+
+    from sqlglot import exp, parse_one
+
+    source = parse_one(f"SELECT * FROM {reader}", read="duckdb")
+    assert isinstance(source, exp.Select)
+    if unit is None:
+        body: exp.Expr = source
+    else:
+        key = exp.Literal.number(secrets.randbits(62))
+        keyed = source.select(
+            exp.alias_(exp.func("hash", key, exp.Window(this=exp.RowNumber())), "__deniable_key"),
+            copy=False,
+        )
+        person = exp.column(unit, quoted=True)
+        ranked = exp.select(
+            "*",
+            exp.alias_(
+                exp.Window(
+                    this=exp.RowNumber(),
+                    partition_by=[person.copy()],
+                    order=exp.Order(expressions=[exp.Ordered(this=exp.column("__deniable_key"))]),
+                ),
+                "__deniable_rank",
+            ),
+        ).from_(exp.Subquery(this=keyed, alias=exp.TableAlias(this=exp.to_identifier("k"))))
+        body = (
+            exp.select(
+                exp.Star(except_=[exp.column("__deniable_key"), exp.column("__deniable_rank")])
+            )
+            .from_(exp.Subquery(this=ranked, alias=exp.TableAlias(this=exp.to_identifier("r"))))
+            .where(
+                exp.and_(
+                    exp.EQ(this=exp.column("__deniable_rank"), expression=exp.Literal.number(1)),
+                    exp.Not(this=exp.Is(this=person.copy(), expression=exp.Null())),
+                )
+            )
+        )
+    view = exp.Create(this=exp.to_table("input"), kind="VIEW", expression=body)
+    return view.sql(dialect="duckdb")
 
 
 def _reader(path: Path) -> str:
