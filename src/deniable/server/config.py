@@ -244,6 +244,10 @@ class ServerSettings:
             sends no CORS headers at all, so browsers refuse cross-origin calls.
         idempotency_wait: seconds a retried request waits for the first one (same
             Idempotency-Key) to finish before answering 409 ``in_progress``.
+        worker_healthcheck: seconds the supervisor waits for a worker process to answer
+            its health ping before killing and replacing it (an integer, 1 to 60). A worker
+            stopped (SIGSTOP) or hung while it holds the ledger's write lock stalls every
+            other worker's charges until then; uvicorn's default is 5.
     """
 
     share_replays: bool = False
@@ -251,6 +255,7 @@ class ServerSettings:
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     cors_origins: tuple[str, ...] = ()
     idempotency_wait: float = 5.0
+    worker_healthcheck: int = 2
 
 
 @dataclass(frozen=True)
@@ -784,7 +789,14 @@ def _server(raw: Mapping[str, object]) -> ServerSettings:
     _keys(
         raw,
         "server",
-        {"share_replays", "rate_limit", "max_request_bytes", "cors_origins", "idempotency_wait"},
+        {
+            "share_replays",
+            "rate_limit",
+            "max_request_bytes",
+            "cors_origins",
+            "idempotency_wait",
+            "worker_healthcheck",
+        },
     )
     share = raw.get("share_replays", False)
     if not isinstance(share, bool):
@@ -821,12 +833,16 @@ def _server(raw: Mapping[str, object]) -> ServerSettings:
     wait = raw.get("idempotency_wait", 5.0)
     if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait <= 60:
         raise ConfigError("server.idempotency_wait must be a number of seconds in [0, 60]")
+    health = raw.get("worker_healthcheck", 2)
+    if isinstance(health, bool) or not isinstance(health, int) or not 1 <= health <= 60:
+        raise ConfigError("server.worker_healthcheck must be a whole number of seconds in [1, 60]")
     return ServerSettings(
         share_replays=share,
         rate_limit=RateLimit(per_second=float(per_second), burst=burst),
         max_request_bytes=size,
         cors_origins=tuple(origins),
         idempotency_wait=float(wait),
+        worker_healthcheck=health,
     )
 
 

@@ -114,7 +114,7 @@ def serve(
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise InvalidParameter("port must be an integer in [0, 65535]")
     path = Path(config_path).resolve()
-    load_config(path)  # fail early, in the parent, with the key to fix (pure parsing)
+    config = load_config(path)  # fail early, in the parent, with the key to fix (parsing)
     preflight(path)
     os.environ[CONFIG_ENV] = str(path)
     uvicorn.run(
@@ -125,6 +125,9 @@ def serve(
         workers=workers,
         log_level=log_level,
         timeout_graceful_shutdown=10,
+        # a stopped or hung worker is replaced after this many seconds without a health
+        # answer (it may hold the ledger's write lock, stalling every other worker)
+        timeout_worker_healthcheck=config.server.worker_healthcheck,
     )
 
 
