@@ -38,7 +38,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 # Each benchmark writes benchmarks/results/<name>.md; BENCHMARKS.md is assembled from them.
-BENCHES := noise query anonymize compile_join server postgres bigdata spark accounting graph utility
+BENCHES := noise query anonymize compile_join server postgres bigdata spark accounting graph utility diagnostics ledger_open
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	@for b in $(BENCHES); do echo "== $$b"; $(BIN)/python benchmarks/$$b.py || exit 1; done
@@ -50,6 +50,8 @@ bench: $(STAMP)
 # Other DP libraries, each in its own virtualenv (their pins conflict); needs PyPI.
 bench-compare: $(STAMP)
 	$(BIN)/python benchmarks/compare.py --setup
+	$(BIN)/python benchmarks/utility_pipelinedp.py --setup
+	$(BIN)/python benchmarks/utility_pipelinedp.py
 	$(BIN)/python benchmarks/assemble.py
 
 clean:
