@@ -1,8 +1,10 @@
-"""``deniable analyst add|list|revoke|allow``: who may spend a dataset's budget, and how much.
+"""``deniable analyst add|list|rotate|revoke|allow``: who may spend a dataset's budget, how much.
 
 Analysts live in the ledger (they are part of who may spend). A new analyst's bearer token is
-printed once: only its SHA-256 is stored, so it cannot be shown again — revoke the analyst
-and add a new one if it is lost. An allowance is a slice of a dataset's one global cap, never
+printed once: only its SHA-256 is stored, so it cannot be shown again — ``rotate`` gives the
+same analyst a new one if it is lost. A name is an identity for ever (charges, allowances,
+history and stored answers are kept under it): it is never given to anyone else, not even
+after its holder was revoked. An allowance is a slice of a dataset's one global cap, never
 extra budget: an analyst can spend at most the smaller of what is left of the slice and of
 the cap.
 """
@@ -40,7 +42,7 @@ Role = Literal["curator", "analyst"]
 
 @click.group(name="analyst")
 def command() -> None:
-    """Add, list and revoke analysts; set their allowances."""
+    """Add, list, rotate and revoke analysts; set their allowances."""
 
 
 @command.command(name="add")
@@ -70,7 +72,7 @@ def add(
     out.print(token, highlight=False, soft_wrap=True)
     out.print(
         "[bold]Store it now: it will not be shown again[/] (only its hash is kept). "
-        "If it is lost, revoke the analyst and add a new one.",
+        f"If it is lost: deniable analyst rotate {name}",
         soft_wrap=True,
     )
 
@@ -82,7 +84,8 @@ def add(
 def list_(config_path: Path | None, ledger_path: Path | None, as_json: bool) -> None:
     """List analysts: name, role, when added and when revoked (never their tokens)."""
     path, anchor = ledger_location(config_path, ledger_path)
-    with open_ledger(path, anchor=anchor) as ledger:
+    with open_ledger(path, anchor=anchor, read_only=True) as ledger:
+        shown = ledger.path  # a URL without its password
         analysts = ledger.analysts()
     if as_json:
         emit_json(
@@ -99,7 +102,7 @@ def list_(config_path: Path | None, ledger_path: Path | None, as_json: bool) -> 
             }
         )
         return
-    title = f"analysts of {path}"
+    title = f"analysts of {shown}"
     table = Table()
     for col in ("name", "role", "added (UTC)", "revoked (UTC)"):
         table.add_column(col)
@@ -114,6 +117,29 @@ def _time(value: Any) -> str | None:
     if hasattr(value, "isoformat"):
         return str(value.isoformat(timespec="seconds"))
     return str(value)
+
+
+@command.command(name="rotate")
+@click.argument("name")
+@config_options
+@json_option
+@handles_errors
+def rotate(name: str, config_path: Path | None, ledger_path: Path | None, as_json: bool) -> None:
+    """Give analyst NAME a new token (the old one stops working); print it once.
+
+    For the same person only (a lost or leaked token, or reinstating a revoked analyst): they
+    keep their history, allowances and stored answers. A new person gets a new name.
+    """
+    path, anchor = ledger_location(config_path, ledger_path)
+    with open_ledger(path, anchor=anchor) as ledger:
+        token = ledger.rotate_token(name)
+    if as_json:
+        emit_json({"name": name, "token": token})
+        return
+    out = console()
+    out.print(f"new token of {name!r} (the previous one no longer works):")
+    out.print(token, highlight=False, soft_wrap=True)
+    out.print("[bold]Store it now: it will not be shown again[/].", soft_wrap=True)
 
 
 @command.command(name="revoke")

@@ -257,6 +257,8 @@ def _input_view(reader: str, unit: str | None) -> str:
 
     from sqlglot import exp, parse_one
 
+    from deniable.sqlnames import identifier
+
     source = parse_one(f"SELECT * FROM {reader}", read="duckdb")
     assert isinstance(source, exp.Select)
     if unit is None:
@@ -267,7 +269,7 @@ def _input_view(reader: str, unit: str | None) -> str:
             exp.alias_(exp.func("hash", key, exp.Window(this=exp.RowNumber())), "__deniable_key"),
             copy=False,
         )
-        person = exp.column(unit, quoted=True)
+        person = exp.Column(this=identifier(unit))
         ranked = exp.select(
             "*",
             exp.alias_(

@@ -404,11 +404,20 @@ def config_options(func: Callable[P, R]) -> Callable[P, R]:
     )(func)
 
 
-def ledger_location(config_path: Path | None, ledger_path: Path | None) -> tuple[Path, Path | None]:
-    """The ledger file and its anchor file (None: ``<ledger>.anchor``).
+def is_url(location: Path | str) -> bool:
+    """Whether ``location`` names a PostgreSQL ledger (a ``postgresql://`` URL), not a file."""
+    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
+
+
+def ledger_location(
+    config_path: Path | None, ledger_path: Path | None
+) -> tuple[Path | str, Path | None]:
+    """The ledger (a file, or a ``postgresql://`` URL as a string) and its anchor file.
 
     The ledger is named by ``--ledger``, or by the configuration given with ``--config``,
-    which may also name the anchor.
+    which may also name the anchor (None: ``<ledger>.anchor`` for a file; for a URL, the
+    PostgreSQL backend's default anchor file on this host). A URL is passed through
+    unchanged (a :class:`~pathlib.Path` would fold its ``//``).
 
     Raises:
         click.UsageError: neither or both given.
@@ -417,10 +426,16 @@ def ledger_location(config_path: Path | None, ledger_path: Path | None) -> tuple
     if (config_path is None) == (ledger_path is None):
         raise click.UsageError("name the ledger with either --config FILE or --ledger PATH")
     if ledger_path is not None:
+        # --ledger is read as a Path, which folds a URL's "//" ("postgresql:/u@h/db").
+        text = str(ledger_path)
+        for scheme in ("postgresql:/", "postgres:/"):
+            if text.startswith(scheme) and not text.startswith(scheme + "/"):
+                return scheme + "/" + text[len(scheme) :], None
         return ledger_path, None
     assert config_path is not None
     config = load_config(config_path)
-    return Path(config.ledger), config.anchor
+    location = config.ledger
+    return (location if is_url(location) else Path(location)), config.anchor
 
 
 def load_config(path: Path) -> ServiceConfig:
@@ -436,15 +451,27 @@ def load_config(path: Path) -> ServiceConfig:
     return load(path)
 
 
-def open_ledger(path: Path, *, anchor: Path | None = None, create: bool = False) -> Ledger:
-    """Open the ledger at ``path`` with its anchor (default ``<path>.anchor``).
+def open_ledger(
+    path: Path | str,
+    *,
+    anchor: Path | None = None,
+    create: bool = False,
+    read_only: bool = False,
+) -> Ledger:
+    """Open the ledger at ``path`` (a file or a ``postgresql://`` URL) with its anchor.
 
-    Unless ``create``, a missing ledger is an error rather than a new empty file — except when
-    its anchor exists: then the ledger was deleted, and opening it lets the ledger itself
-    report the tampering.
+    The anchor defaults to ``<path>.anchor`` for a file and to the PostgreSQL backend's
+    default for a URL. Unless ``create``, a missing ledger file is an error rather than a
+    new empty file — except when its anchor exists: then the ledger was deleted, and opening
+    it lets the ledger itself report the tampering. A URL is not checked here: the database
+    answers for itself. ``read_only`` opens without writing anything (``ledger verify``,
+    ``history``): a deleted ledger is then reported rather than recreated.
     """
     from deniable.ledger import Ledger
 
+    if is_url(path):
+        return Ledger(str(path), anchor=anchor, read_only=read_only)
+    path = Path(path)
     anchor_file = Path(str(path) + ".anchor") if anchor is None else anchor
     if not create and not path.exists() and not anchor_file.exists():
         raise CommandFailed(
@@ -453,6 +480,14 @@ def open_ledger(path: Path, *, anchor: Path | None = None, create: bool = False)
             exit_code=ExitCode.LEDGER,
             code="ledger_error",
         )
+    if read_only and not path.exists():
+        raise CommandFailed(
+            f"the ledger {str(path)!r} is missing but its anchor {str(anchor_file)!r} exists: "
+            "the ledger was deleted or moved. Put it back, or record the loss with `deniable "
+            "ledger acknowledge` (which starts a new ledger and keeps everything spent as spent)",
+            exit_code=ExitCode.LEDGER,
+            code="ledger_tampered",
+        )
     if create and not path.parent.exists():
         os.makedirs(path.parent, exist_ok=True)
-    return Ledger(path, anchor=anchor_file)
+    return Ledger(path, anchor=anchor_file, read_only=read_only)

@@ -1,11 +1,12 @@
-"""``deniable ledger history|samples|verify|backup|acknowledge``: the curator's view of the ledger.
+"""``deniable ledger history|samples|verify|backup|acknowledge|grant``: the curator's ledger.
 
 The ledger is the durable record of every privacy charge. It is tamper-evident: each entry is
 chained to the previous one by a hash, and its identity and latest head are kept in an anchor
 file beside it, so deleting it, restoring an older copy or editing it is detected when it is
-opened. ``verify`` explains what was found; ``acknowledge`` is the curator's decision to carry
-on (the budget spent is never given back); ``backup`` makes a consistent copy while the
-service runs (copying the file itself can miss what is still in its ``-wal`` file).
+opened. ``verify`` explains what was found (reading only); ``acknowledge`` is the curator's
+decision to carry on (the budget spent is never given back, even for rows edited by hand);
+``backup`` makes a consistent copy while the service runs (copying the file itself can miss
+what is still in its ``-wal`` file).
 ``samples`` lists the releases whose guarantee comes from sampling alone (safe
 k-anonymization): each consumed its sample, which answers nothing else.
 """
@@ -25,6 +26,7 @@ from deniable.cli.common import (
     console,
     emit_json,
     handles_errors,
+    is_url,
     json_option,
     ledger_location,
     loss_doc,
@@ -41,7 +43,7 @@ if TYPE_CHECKING:
 
 @click.group(name="ledger")
 def command() -> None:
-    """History, verification, backup and acknowledgement of the privacy ledger."""
+    """History, verification, backup, acknowledgement (and PostgreSQL grants) of the ledger."""
 
 
 @command.command(name="history")
@@ -59,14 +61,15 @@ def history(
 ) -> None:
     """Every charge recorded in the ledger, in commit order."""
     path, anchor = ledger_location(config_path, ledger_path)
-    with open_ledger(path, anchor=anchor) as ledger:
+    with open_ledger(path, anchor=anchor, read_only=True) as ledger:
+        shown = ledger.path  # a URL without its password
         names = [dataset] if dataset is not None else dataset_names(ledger, config_path)
         charges = [c for name in names for c in ledger.history(name, analyst=analyst)]
     charges.sort(key=lambda c: c.id)
     if as_json:
         emit_json(
             {
-                "ledger": str(path),
+                "ledger": shown,
                 "charges": [
                     {
                         "id": c.id,
@@ -83,7 +86,7 @@ def history(
         )
         return
     count = f"{len(charges)} charge" + ("" if len(charges) == 1 else "s")
-    title = f"ledger {path}: {count}"
+    title = f"ledger {shown}: {count}"
     table = Table()
     for name, justify in (
         ("id", "right"),
@@ -121,7 +124,8 @@ def samples(
 ) -> None:
     """Every sampling-based release (consumed sample, rate β, (ε, δ)) and each accountant."""
     path, anchor = ledger_location(config_path, ledger_path)
-    with open_ledger(path, anchor=anchor) as ledger:
+    with open_ledger(path, anchor=anchor, read_only=True) as ledger:
+        shown = ledger.path
         names = [dataset] if dataset is not None else dataset_names(ledger, config_path)
         releases = [r for name in names for r in ledger.sample_releases(name)]
         accountants = {name: ledger.accountant(name) for name in names}
@@ -133,7 +137,7 @@ def samples(
     if as_json:
         emit_json(
             {
-                "ledger": str(path),
+                "ledger": shown,
                 "accountants": specs,
                 "sample_releases": [
                     {
@@ -155,7 +159,7 @@ def samples(
     for name, spec in specs.items():
         out.print(f"dataset {name}: accountant {spec}", soft_wrap=True)
     count = f"{len(releases)} sampling-based release" + ("" if len(releases) == 1 else "s")
-    title = f"ledger {path}: {count}"
+    title = f"ledger {shown}: {count}"
     table = Table()
     for column in ("charge", "time (UTC)", "dataset", "sample (consumed)", "β", "loss", "release"):
         table.add_column(column)
@@ -172,9 +176,9 @@ def samples(
     print_titled(out, title, table)
 
 
-def _report_doc(report: Any, path: Path) -> dict[str, object]:
+def _report_doc(report: Any, shown: str) -> dict[str, object]:
     return {
-        "ledger": str(path),
+        "ledger": shown,
         "ok": report.ok,
         "problems": list(report.problems),
         "seq": report.seq,
@@ -186,24 +190,27 @@ def _report_doc(report: Any, path: Path) -> dict[str, object]:
 
 ADVICE = (
     "Nothing is answered from this ledger until a curator acts. Inspect it with "
-    "`deniable ledger history`; if you accept what happened, record it with "
-    "`deniable ledger acknowledge --curator NAME --reason TEXT` (budget already spent is "
-    "never given back); or restore the ledger that matches the anchor."
+    "`deniable ledger history`; then either put back the ledger that matches the anchor, or "
+    "record what happened with `deniable ledger acknowledge --curator NAME --reason TEXT`. "
+    "Acknowledging never gives budget back: budget the anchor saw spent is charged again, "
+    "caps and allowances edited by hand are written back, and a charge row edited or deleted "
+    "by hand counts at the larger of its two amounts. If the chain itself was edited, "
+    "acknowledge refuses: restore the last `deniable ledger backup` and acknowledge that."
 )
 
 
-def _print_report(report: Any, path: Path, *, what: str) -> None:
+def _print_report(report: Any, shown: str, *, what: str) -> None:
     out = console()
     if report.ok:
         anchored = "no anchor" if report.anchor_seq is None else f"anchored at {report.anchor_seq}"
         out.print(
-            f"{what} {path}: intact — {report.seq} entries, head {report.head[:16]}…, "
+            f"{what} {shown}: intact — {report.seq} entries, head {report.head[:16]}…, "
             f"{anchored}, identity {report.ledger_id}",
             soft_wrap=True,
         )
         return
     out.print(
-        f"[bold red]{what} {path}: TAMPERED[/] ({report.seq} entries in the database)",
+        f"[bold red]{what} {shown}: TAMPERED[/] ({report.seq} entries in the database)",
         soft_wrap=True,
     )
     for problem in report.problems:
@@ -224,17 +231,23 @@ def _print_report(report: Any, path: Path, *, what: str) -> None:
 def verify(config_path: Path | None, ledger_path: Path | None, full: bool, as_json: bool) -> None:
     """Check the ledger's hash chain and its anchor; exit 4 when it was tampered with.
 
+    Reads only: the ledger and its anchor are opened read-only and never changed.
+
     Detects a deleted ledger, an older copy put back in its place, another ledger's file, and
     any edited or removed entry after the last checkpoint the anchor vouches for; with
     --full, any edited or removed entry or row of the whole history.
     """
     path, anchor = ledger_location(config_path, ledger_path)
-    with open_ledger(path, anchor=anchor) as ledger, progress("verifying the hash chain"):
+    with (
+        open_ledger(path, anchor=anchor, read_only=True) as ledger,
+        progress("verifying the hash chain"),
+    ):
+        shown = ledger.path
         report = ledger.verify(full=full)
     if as_json:
-        emit_json(_report_doc(report, path))
+        emit_json(_report_doc(report, shown))
     else:
-        _print_report(report, path, what="ledger")
+        _print_report(report, shown, what="ledger")
     if not report.ok:
         raise click.exceptions.Exit(int(ExitCode.LEDGER))
 
@@ -265,19 +278,20 @@ def backup(
             exit_code=ExitCode.ERROR,
             code="invalid_parameter",
         )
-    if dest.resolve() == path.resolve():
+    if not is_url(path) and dest.resolve() == Path(path).resolve():
         raise CommandFailed(
             "the backup must go to another file than the ledger",
             exit_code=ExitCode.ERROR,
             code="invalid_parameter",
         )
     with open_ledger(path, anchor=anchor) as ledger, progress(f"copying the ledger to {dest}"):
+        shown = ledger.path
         report = ledger.backup(dest)
     if as_json:
-        emit_json({**_report_doc(report, path), "backup": str(dest)})
+        emit_json({**_report_doc(report, shown), "backup": str(dest)})
         return
     console().print(
-        f"backed up ledger {path} (verified) to {dest}: {report.seq} entries, head "
+        f"backed up ledger {shown} (verified) to {dest}: {report.seq} entries, head "
         f"{report.head[:16]}…, identity {report.ledger_id}. The copy has no anchor: opened as "
         "a ledger it reports itself as a fork until a curator acknowledges it, and restoring "
         "it over the ledger is reported as a rollback.",
@@ -302,16 +316,54 @@ def acknowledge(
 
     Records the decision in the ledger and re-anchors it. Budget is never given back: where
     the anchor shows more spent than the database, the difference is charged again (to
-    "(lost by rollback)").
+    "(lost by rollback)"), and datasets the database lost get the anchor's cap back; caps,
+    allowances and revocations edited by hand are written back from the hash chain; charge
+    rows edited or deleted by hand are accepted, each charged again for what it lost, so it
+    counts at the larger of its two amounts. A ledger whose chain itself was edited is
+    refused (exit 4): restore the last backup and acknowledge that.
     """
     path, anchor = ledger_location(config_path, ledger_path)
     ledger: Ledger
     with open_ledger(path, anchor=anchor) as ledger:
+        shown = ledger.path
         ledger.acknowledge(curator=curator, reason=reason)
         report = ledger.verify()
     if as_json:
-        emit_json(_report_doc(report, path))
+        emit_json(_report_doc(report, shown))
     else:
-        _print_report(report, path, what="ledger")
+        _print_report(report, shown, what="ledger")
     if not report.ok:
         raise click.exceptions.Exit(int(ExitCode.LEDGER))
+
+
+@command.command(name="grant")
+@click.argument("role")
+@config_options
+@json_option
+@handles_errors
+def grant(config_path: Path | None, ledger_path: Path | None, role: str, as_json: bool) -> None:
+    """Give the PostgreSQL role ROLE exactly what a service host needs on the ledger.
+
+    Run it once, as the owner of the ledger's tables (an administrator's URL in --ledger or
+    --config), after the ledger was created: SELECT and INSERT on every table, UPDATE of only
+    the columns the ledger updates, never DELETE or TRUNCATE, so a compromised host cannot
+    rewrite what it recorded. The hosts then connect as ROLE.
+    """
+    path, _ = ledger_location(config_path, ledger_path)
+    if not is_url(path):
+        raise CommandFailed(
+            'grant is for a PostgreSQL ledger (ledger = "postgresql://…"); an SQLite ledger '
+            "is protected by its file's permissions",
+            exit_code=ExitCode.ERROR,
+            code="invalid_parameter",
+        )
+    from deniable.ledger.postgres import describe, grant_service_role
+
+    grant_service_role(str(path), role)
+    if as_json:
+        emit_json({"ledger": describe(str(path)), "role": role, "granted": True})
+        return
+    console().print(
+        f"granted {role!r} the service's rights on the ledger at {describe(str(path))}",
+        soft_wrap=True,
+    )

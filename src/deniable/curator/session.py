@@ -111,7 +111,12 @@ class Session:
 
     Args:
         budget: the dataset's total privacy budget (``Epsilon``, ``EpsilonDelta`` or ``Rho``).
-        ledger: the ledger file (created if missing) or an open :class:`~deniable.ledger.Ledger`.
+        ledger: the ledger file (created if missing), a ``postgresql://`` URL, or an open
+            :class:`~deniable.ledger.Ledger`.
+        anchor: the ledger's anchor file (default ``<ledger>.anchor``, beside it; for a
+            URL, a file on this host). Put it on another disk or host than the ledger: a
+            restore or copy that takes the ledger and its anchor together is undetectable.
+            Not with an open Ledger (it has its anchor already).
         dataset: the ledger's name for this dataset (its budget is shared by all sessions
             opened on the same ledger with this name, across processes).
         analyst: who is asking (recorded with every charge).
@@ -158,7 +163,10 @@ class Session:
         source: RandomSource | None = None,
         statement_timeout: float | None = None,
         accountant: str | ZCDPAccountant | None = None,
+        anchor: str | os.PathLike[str] | None = None,
     ) -> None:
+        if anchor is not None and isinstance(ledger, Ledger):
+            raise InvalidParameter("anchor= names the anchor of a ledger path, not of a Ledger")
         if not isinstance(budget, Epsilon | EpsilonDelta | Rho):
             raise InvalidParameter("budget must be an Epsilon, EpsilonDelta or Rho")
         if not isinstance(dataset, str) or not dataset:
@@ -172,7 +180,7 @@ class Session:
                 stacklevel=2,
             )
         self._owns_ledger = not isinstance(ledger, Ledger)
-        self._ledger = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
+        self._ledger = ledger if isinstance(ledger, Ledger) else Ledger(ledger, anchor=anchor)
         self._owns_engine = engine is None
         self._engine: Engine = DuckDBEngine() if engine is None else engine
         self._source = source

@@ -75,14 +75,33 @@ def token_digest(token: str) -> str:
 def insert_analyst(w: Write, name: str, role: Role, digest: str) -> None:
     """Record a new analyst with token digest ``digest``, in ``w``.
 
+    A name is an identity for ever: charges, allowances, the history an analyst reads and
+    the stored answers replayed to them are all kept under it, so it is never given to
+    anyone else — not even after its holder was revoked (:func:`rotate` gives the same
+    analyst a new token).
+
     Raises:
-        InvalidParameter: an active analyst of that name exists.
+        InvalidParameter: an analyst of that name exists or existed.
     """
-    active = w.conn.execute(
-        "SELECT 1 FROM analysts WHERE name = ? AND revoked_at IS NULL", (name,)
+    row = w.conn.execute(
+        "SELECT revoked_at FROM analysts WHERE name = ? ORDER BY id DESC LIMIT 1", (name,)
     ).fetchone()
-    if active is not None:
-        raise InvalidParameter(f"analyst {name!r} already has an active token; revoke it first")
+    if row is not None and row[0] is None:
+        raise InvalidParameter(
+            f"analyst {name!r} already has an active token; to give them a new one, rotate it "
+            "(`deniable analyst rotate`, Ledger.rotate_token)"
+        )
+    if row is not None:
+        raise InvalidParameter(
+            f"the name {name!r} belonged to an analyst who was revoked; a name is never given "
+            "to anyone else (their history, allowances and stored answers stay under it): "
+            "choose another name, or if it is the same person, rotate their token "
+            "(`deniable analyst rotate`, Ledger.rotate_token)"
+        )
+    _insert(w, name, role, digest)
+
+
+def _insert(w: Write, name: str, role: Role, digest: str) -> None:
     now = utc_now()
     analyst_id = w.conn.insert(
         "INSERT INTO analysts (name, role, digest, created) VALUES (?, ?, ?, ?)",
@@ -92,6 +111,28 @@ def insert_analyst(w: Write, name: str, role: Role, digest: str) -> None:
         "add_analyst",
         {"id": analyst_id, "name": name, "role": role, "digest": digest, "created": now},
     )
+
+
+def rotate(w: Write, name: str, digest: str) -> None:
+    """Give analyst ``name`` (active or revoked) the token of ``digest``, in ``w``.
+
+    The active token, if any, is revoked; the new one has the same name and role, so the
+    analyst keeps their history, allowances and stored answers. For the same person only.
+
+    Raises:
+        InvalidParameter: no analyst of that name ever existed.
+    """
+    row = w.conn.execute(
+        "SELECT role, revoked_at FROM analysts WHERE name = ? ORDER BY id DESC LIMIT 1", (name,)
+    ).fetchone()
+    if row is None:
+        raise InvalidParameter(f"there is no analyst named {name!r}: add them first")
+    if row[1] is None:
+        revoke(w, name)
+    role = str(row[0])
+    if role not in ROLES:
+        raise InvalidParameter(f"analyst {name!r} has an unknown role")
+    _insert(w, name, role, digest)
 
 
 def revoke(w: Write, name: str) -> None:

@@ -28,7 +28,7 @@ from deniable.accounting.filter import (
 from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
 from deniable.accounting.renyi import ZCDPFilter, ZCDPSpent, zcdp_charge
 from deniable.errors import BudgetExceeded, InvalidParameter, LedgerError, UnknownDataset
-from deniable.ledger.chain import Write
+from deniable.ledger.chain import ID_BOUND, Write
 from deniable.ledger.records import (
     Charge,
     decode_details,
@@ -168,8 +168,8 @@ def loss_groups(conn: Tx, dataset: str, *, analyst: str | None) -> list[Any]:
     args_: list[object] = list(args)
     if analyst is not None:
         where, args_ = where + " AND analyst = ?", [*args_, analyst]
-    if mark:
-        where, args_ = where + " AND id > ?", [*args_, mark]
+    if mark:  # a closed range: estimated small even without statistics (chain.ID_BOUND)
+        where, args_ = where + " AND id > ? AND id < ?", [*args_, mark, ID_BOUND]
     rows = conn.execute(
         f"SELECT loss_type, epsilon, delta, rho, COUNT(*) FROM charges WHERE {where} "
         "GROUP BY loss_type, epsilon, delta, rho",
@@ -253,6 +253,8 @@ def record_event(
     now: str,
 ) -> None:
     """Insert a curator event and its chain entry, inside ``w``."""
+    if action != "set_allowance":
+        w.caps_changed = True
     prev_text = None if previous is None else json.dumps(list(encode_loss(previous)))
     event_id = w.conn.insert(
         "INSERT INTO curator_events (dataset, action, analyst, loss_type, epsilon, delta, rho, "
@@ -295,6 +297,7 @@ def accountant_of(conn: Tx, dataset: str) -> Accountant:
 
 def set_accountant(w: Write, dataset: str, accountant: Accountant, now: str) -> None:
     """Record ``dataset``'s accountant and its chain entry, inside ``w``."""
+    w.caps_changed = True
     w.conn.ensure_extensions()
     spec = accountant_spec(accountant)
     w.conn.execute(
@@ -522,3 +525,98 @@ def insert_charge(
         },
     )
     return charge_id
+
+
+# -- settling rows edited by hand (Ledger.acknowledge) ---------------------------------------
+
+
+def lost_by_edit(expected: tuple[Any, ...], found: tuple[Any, ...] | None) -> list[PrivacyLoss]:
+    """What a charge row lost against the chain's record: charged again on acknowledgement.
+
+    Deleted, moved to another dataset or analyst, or changed to another kind: the whole
+    recorded loss. Edited to a smaller amount: the difference, component by component
+    (so the charge then counts at the larger of its two amounts). Otherwise nothing.
+    """
+    recorded = decode_loss(expected[5:9])
+    if found is None or tuple(found[1:3]) != tuple(expected[1:3]):
+        return [recorded]
+    try:
+        now = decode_loss(found[5:9])
+    except (LedgerError, InvalidParameter, ValueError, TypeError, KeyError, ZeroDivisionError):
+        return [recorded]
+    if type(now) is not type(recorded):
+        return [recorded]
+    lost = tuple(
+        max(Fraction(0), a - b) for a, b in zip(components(recorded), components(now), strict=True)
+    )
+    return [from_components(type(recorded), lost)] if any(lost) else []
+
+
+def restore_row(
+    conn: Tx, table: str, expected: tuple[Any, ...] | None, found: tuple[Any, ...] | None
+) -> None:
+    """Write back a row that bounds spending as the chain records it (acknowledgement).
+
+    Caps, allowances and accountants (a raised cap or allowance would give budget), a
+    revocation (a revoked token must stay revoked; the name stays taken) and a consumed
+    sample (its release must stay its only one) return to the chain's values. Rows the
+    chain does not know, and differences these writes cannot undo, are left to be accepted.
+    """
+    if expected is None or expected == found:
+        return
+    if table == "datasets":
+        if found is None:
+            conn.execute(
+                "INSERT INTO datasets (name, loss_type, epsilon, delta, rho, registered_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                expected,
+            )
+        elif tuple(found[1:5]) != tuple(expected[1:5]):
+            conn.execute(
+                "UPDATE datasets SET loss_type = ?, epsilon = ?, delta = ?, rho = ? WHERE name = ?",
+                (*expected[1:5], expected[0]),
+            )
+    elif table == "allowances":
+        if found is None:
+            conn.execute(
+                "INSERT INTO allowances (dataset, analyst, loss_type, epsilon, delta, rho, "
+                "set_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                expected,
+            )
+        else:
+            conn.execute(
+                "UPDATE allowances SET loss_type = ?, epsilon = ?, delta = ?, rho = ?, "
+                "set_at = ? WHERE dataset = ? AND analyst = ?",
+                (*expected[2:7], expected[0], expected[1]),
+            )
+    elif table == "accountants":
+        conn.ensure_extensions()
+        if found is None:
+            conn.execute(
+                "INSERT INTO accountants (dataset, spec, set_at) VALUES (?, ?, ?)", expected
+            )
+        else:
+            conn.execute(
+                "UPDATE accountants SET spec = ?, set_at = ? WHERE dataset = ?",
+                (expected[1], expected[2], expected[0]),
+            )
+    elif table == "analysts" and expected[5] is not None:
+        if found is None:
+            conn.execute(
+                "INSERT INTO analysts (id, name, role, digest, created, revoked_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                expected,
+            )
+        elif found[5] is None:
+            conn.execute(
+                "UPDATE analysts SET revoked_at = ? WHERE id = ?", (expected[5], expected[0])
+            )
+    elif table == "sample_releases" and found is None:
+        charge = conn.execute("SELECT 1 FROM charges WHERE id = ?", (expected[2],)).fetchone()
+        if charge is not None:
+            conn.ensure_extensions()
+            conn.execute(
+                "INSERT INTO sample_releases (dataset, sample, charge_id, rate, time) "
+                "VALUES (?, ?, ?, ?, ?)",
+                expected,
+            )

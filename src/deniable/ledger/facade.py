@@ -41,7 +41,10 @@ Guarantees (DESIGN.md §7), each with the mechanism that keeps it:
   tampered ledger opens for inspection but refuses :meth:`Ledger.charge`,
   :meth:`Ledger.register`, :meth:`Ledger.set_allowance` and :meth:`Ledger.add_analyst` with
   :class:`~deniable.errors.LedgerTampered` until a curator calls :meth:`Ledger.acknowledge`,
-  which never gives budget back.
+  which never gives budget back (a lost database gets the anchor's caps and spent totals
+  back; a row edited by hand is written back or counts at the larger of its two amounts).
+  What it cannot see: the database and its anchor restored or copied *together* (a VM
+  snapshot of one directory) — keep the anchor on another disk or host (``anchor=``).
 * **Backups.** :meth:`Ledger.backup` writes one consistent snapshot as a single SQLite ledger
   file (SQLite's online backup API; a copy of every row from PostgreSQL) and verifies it.
   Restoring a backup over a live ledger is a rollback: its anchor reports it and the
@@ -99,7 +102,7 @@ from deniable.errors import (
     remedied,
 )
 from deniable.ledger import analysts as people
-from deniable.ledger import answers, chain, samples
+from deniable.ledger import answers, budget, chain, samples
 from deniable.ledger.analysts import ROLES, AnalystInfo, Principal, Role, new_token, token_digest
 from deniable.ledger.budget import (
     SAMPLED_UNDER_ZCDP,
@@ -166,7 +169,7 @@ POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 """Prefixes of a ledger location that names a PostgreSQL database instead of a file."""
 
 
-def open_store(location: str, *, timeout: float) -> Store:
+def open_store(location: str, *, timeout: float, read_only: bool = False) -> Store:
     """The backend for ``location``: PostgreSQL for a ``postgresql://`` URL, else SQLite.
 
     Backends are imported here, when used, so SQLite users never load a PostgreSQL driver.
@@ -174,10 +177,10 @@ def open_store(location: str, *, timeout: float) -> Store:
     if location.startswith(POSTGRES_SCHEMES):
         from deniable.ledger.postgres import PostgresStore
 
-        return PostgresStore(location, timeout=timeout)
+        return PostgresStore(location, timeout=timeout, read_only=read_only)
     from deniable.ledger.sqlite import SQLiteStore
 
-    return SQLiteStore(location, timeout=timeout)
+    return SQLiteStore(location, timeout=timeout, read_only=read_only)
 
 
 class Ledger:
@@ -196,11 +199,18 @@ class Ledger:
         anchor: the anchor file (default ``<path>.anchor`` for a file; for PostgreSQL a
             file named after the URL under ``$XDG_STATE_HOME/deniable/anchors``); its lock
             is ``<anchor>.lock``. Keep it outside the database's disk or server.
+        read_only: open only to read and verify (``deniable ledger verify``): nothing is
+            ever written — no schema, no journal-mode switch, no anchor, no lock file; the
+            SQLite file is opened with ``mode=ro``. Every write method raises
+            :class:`~deniable.errors.LedgerError`. A missing file or a database that is not
+            a ledger is an error rather than a new ledger.
 
     Raises:
         LedgerError: the database cannot be opened, is not a deniable ledger, or has a schema
-            version this code does not read. A ledger that fails verification still opens;
-            see :attr:`tampered` and :meth:`verify`.
+            version this code does not read; or it is an SQLite file in WAL mode without
+            tables — the main file of a ledger copied without its ``-wal`` (where its
+            commits are), which is never taken for a new ledger. A ledger that fails
+            verification still opens; see :attr:`tampered` and :meth:`verify`.
 
     Examples:
         >>> import os, tempfile
@@ -221,10 +231,12 @@ class Ledger:
         *,
         timeout: float = 30.0,
         anchor: str | os.PathLike[str] | None = None,
+        read_only: bool = False,
     ) -> None:
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
             raise InvalidParameter("timeout must be a positive number of seconds")
         location = os.fspath(path)
+        self._read_only = bool(read_only)
         self._timeout = float(timeout)
         self._lock = threading.RLock()
         self._flock: FileLock | None = None
@@ -236,7 +248,7 @@ class Ledger:
         self._path = location
         self._anchor_path = location + ".anchor" if anchor is None else os.fspath(anchor)
         try:
-            store = open_store(location, timeout=float(timeout))
+            store = open_store(location, timeout=float(timeout), read_only=self._read_only)
         except LedgerError:
             raise
         except Exception as e:
@@ -267,9 +279,10 @@ class Ledger:
             try:
                 store.configure()
                 if self._flock is None:
-                    self._flock = FileLock(self._anchor_path + ".lock")
+                    self._flock = FileLock(self._anchor_path + ".lock", create=not self._read_only)
                 with self._flock.hold(deadline):
                     self._ensure_schema()
+                    store.finish_open()
                 return
             except Exception as e:
                 retry = isinstance(e, (LedgerError, *store.driver_errors)) and store.is_busy(e)
@@ -284,6 +297,11 @@ class Ledger:
     def path(self) -> str:
         """Where the ledger is: its file path, or its URL (without any password)."""
         return self._path
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the ledger was opened only to read (every write raises LedgerError)."""
+        return self._read_only
 
     @property
     def anchor_path(self) -> str:
@@ -334,7 +352,23 @@ class Ledger:
         # and (when no anchor exists yet) its anchor, so no other opener ever sees a ledger
         # without an anchor.
         with self._transaction(write=False) as tx:
-            exists = "meta" in tx.tables()
+            tables = tx.tables()
+            if "meta" not in tables:
+                if tables:
+                    raise LedgerError(f"{self._path!r} is a database but not a ledger")
+                if tx.log_apart():
+                    raise LedgerError(
+                        f"{self._path!r} is a ledger's database file without its write-ahead "
+                        "log: its commits are in the '-wal' file that was not copied with it. "
+                        "It is not opened as a new ledger (that would forget what was spent); "
+                        "put the '-wal' file beside it, or make copies with `deniable ledger "
+                        "backup`. Nothing was changed"
+                    )
+                if self._read_only:
+                    raise LedgerError(
+                        f"{self._path!r} is not a ledger (an empty database); nothing was changed"
+                    )
+            exists = "meta" in tables
         created: Write | None = None
         with self._transaction(write=not exists) as tx:
             tables = tx.tables()
@@ -374,9 +408,11 @@ class Ledger:
                 ident = tx.execute("SELECT value FROM meta WHERE key = 'ledger_id'").fetchone()
                 self._ledger_id = "" if ident is None else str(ident[0])
         if created is not None:
+            # Before the switch to a write-ahead log (finish_open): a ledger in WAL mode
+            # always had an anchor (see Tx.log_apart).
             with suppress(AnchorUnreadable):
                 if read_anchor(self._anchor_path) is None:
-                    self._write_anchor(created, {})
+                    self._write_anchor(created, {}, {})
 
     # -- verification ---------------------------------------------------------------------
 
@@ -487,7 +523,9 @@ class Ledger:
                 raise LedgerError("the ledger is closed")
             self._flock.acquire(time.monotonic() + self._timeout)
             try:
-                anchor_state: tuple[Write, dict[str, dict[str, str]]] | None = None
+                anchor_state: (
+                    tuple[Write, dict[str, dict[str, str]], dict[str, list[str | None]]] | None
+                ) = None
                 with self._transaction(write=True) as tx:
                     row = tx.execute(
                         "SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1"
@@ -522,7 +560,7 @@ class Ledger:
                     if w.seq > w.start and (mode == "acknowledge" or not self.tampered):
                         if mode != "acknowledge" and w.checkpoint is None:
                             w.checkpoint = self._still_vouched(anchor)
-                        anchor_state = (w, self._anchor_spent(w))
+                        anchor_state = (w, self._anchor_spent(w), self._anchor_caps(w))
                 if anchor_state is not None:
                     self._write_anchor(*anchor_state)
             finally:
@@ -547,7 +585,26 @@ class Ledger:
         spent.update(w.spent)
         return spent
 
-    def _write_anchor(self, w: Write, spent: dict[str, dict[str, str]]) -> None:
+    def _anchor_caps(self, w: Write) -> dict[str, list[str | None]]:
+        """Caps and accountants for the anchor: the previous anchor's unless they changed."""
+        prev = w.previous
+        if (
+            not (w.recompute_all or w.caps_changed)
+            and prev is not None
+            and prev.caps is not None
+            and prev.ledger_id == self._ledger_id
+            and prev.seq == w.start
+        ):
+            return prev.caps
+        conn = w.conn
+        return {
+            str(r[0]): [*r[1:5], accountant_spec(accountant_of(conn, str(r[0])))]
+            for r in conn.execute("SELECT name, loss_type, epsilon, delta, rho FROM datasets")
+        }
+
+    def _write_anchor(
+        self, w: Write, spent: dict[str, dict[str, str]], caps: dict[str, list[str | None]]
+    ) -> None:
         write_anchor(
             self._anchor_path,
             Anchor(
@@ -556,6 +613,7 @@ class Ledger:
                 head=w.head,
                 spent=spent,
                 checkpoint=w.checkpoint,
+                caps=caps,
             ),
         )
 
@@ -628,15 +686,29 @@ class Ledger:
     def acknowledge(self, *, curator: str, reason: str) -> None:
         """Record a curator's acknowledgement of what verification found, and re-anchor.
 
-        Budget is never given back: for every dataset whose spent total in the anchor file
-        exceeds the database's (a rollback lost charges), a charge for the difference is
-        appended first, by analyst ``"(lost by rollback)"``. Then the acknowledgement (with
-        the problems found and the old anchor) is appended to the chain, the anchor is
-        rewritten for this database and writes are allowed again. No privacy loss of its own.
+        Budget is never given back, whatever was done to the database:
+
+        * **rows edited or deleted by hand** (the chain is intact, a table differs from it):
+          caps, allowances, accountants, revocations and consumed samples are written back
+          as the chain records them; every other differing row is *accepted* as the database
+          holds it, and each charge whose row lost budget (deleted, or edited to a smaller
+          amount) is charged again for what it lost, to its analyst, so that every disputed
+          charge counts at the larger of its two amounts. The accepted rows are listed in the
+          acknowledgement's chain entry, and a checkpoint is made there;
+        * **a lost or older database** (the anchor is ahead): datasets the anchor records
+          but the database lost are registered again with the anchor's cap and accountant;
+          then for every dataset whose spent total in the anchor exceeds the database's, a
+          charge for the difference is appended, by analyst ``"(lost by rollback)"``.
+
+        Then the acknowledgement (with the problems found and the old anchor) is appended to
+        the chain, the anchor is rewritten for this database and writes are allowed again.
+        No privacy loss of its own.
 
         Raises:
             InvalidParameter: empty curator or reason.
-            LedgerError: storage failure (nothing recorded).
+            LedgerError: storage failure, or the chain itself was edited (an entry changed
+                or removed: nothing can be compared with it; restore the last backup — made
+                by :meth:`backup`, verified — and acknowledge that); nothing is recorded.
         """
         check_name(curator, "curator")
         check_name(reason, "reason")
@@ -646,7 +718,9 @@ class Ledger:
             report = audit(conn, anchor, unreadable, anchor_path=self._anchor_path, full=True)
             conn.counted = None  # the acknowledgement counts every row
             now = utc_now()
+            accepted = [] if report.ok else self._settle_disputes(w, curator, now)
             if anchor is not None:
+                self._restore_caps(w, anchor, now)
                 for dataset, loss_json in sorted(anchor.spent.items()):
                     for lost in lost_budget(w, dataset, loss_json, now):
                         insert_charge(
@@ -677,10 +751,96 @@ class Ledger:
                     if anchor is None
                     else {"ledger_id": anchor.ledger_id, "seq": anchor.seq, "head": anchor.head},
                     "time": now,
+                    **({"accepted": accepted} if accepted else {}),
                 },
             )
             w.recompute_all = True
+            if accepted:
+                # Checkpoints before this entry count charges as the chain first had them;
+                # admission must now count them as accepted (plus what was charged again).
+                made = make_checkpoint(w, None)
+                w.checkpoint = (made.seq, made.hash)
         self._inspect()
+
+    def _settle_disputes(self, w: Write, curator: str, now: str) -> list[list[object]]:
+        """Settle, inside an acknowledgement, the rows that differ from the chain.
+
+        Without giving budget back (see :meth:`acknowledge`). Returns the accepted rows as
+        ``[table, key, row the chain recorded, row as found]`` for the chain entry.
+        """
+        conn = w.conn
+        try:
+            found = chain.disputes(conn)
+        except LedgerError as e:
+            raise LedgerError(
+                "the ledger's chain itself was edited (an entry changed or removed), so no row "
+                "can be checked against it and nothing was acknowledged: restore the last "
+                "backup (`deniable ledger backup` makes verified copies) over the ledger and "
+                "acknowledge that; the anchor's totals are then charged again"
+            ) from e
+        if any(d.table in ("datasets", "allowances", "accountants", "analysts",
+                           "sample_releases") for d in found):  # fmt: skip
+            for d in found:
+                budget.restore_row(conn, d.table, d.expected, d.found)
+            found = chain.disputes(conn)
+        for d in found:
+            if d.table != "charges" or d.expected is None:
+                continue
+            for lost in budget.lost_by_edit(d.expected, d.found):
+                insert_charge(
+                    w,
+                    dataset=str(d.expected[1]),
+                    analyst=str(d.expected[2]),
+                    query_key=f"(disputed charge {d.expected[0]})",
+                    query_text="",
+                    loss=lost,
+                    now=now,
+                    details_json=encode_details(
+                        {"acknowledged_by": curator, "disputed_charge": d.expected[0]}
+                    ),
+                    idempotency_key=None,
+                )
+        return [
+            [
+                d.table,
+                list(d.key) if isinstance(d.key, tuple) else d.key,
+                None if d.expected is None else list(d.expected),
+                None if d.found is None else list(d.found),
+            ]
+            for d in found
+        ]
+
+    @staticmethod
+    def _restore_caps(w: Write, anchor: Anchor, now: str) -> None:
+        """Register again, with the anchor's cap and accountant, datasets the database lost.
+
+        A deleted (or older) database would otherwise forget a dataset's cap: the next
+        registration could give it any cap at all. Datasets the database still has keep
+        their recorded cap (a curator changes it explicitly, with ``allow_change``).
+        """
+        if not anchor.caps:
+            return
+        conn = w.conn
+        for dataset, (kind, eps, delta, rho, spec) in sorted(anchor.caps.items()):
+            known = conn.execute("SELECT 1 FROM datasets WHERE name = ?", (dataset,)).fetchone()
+            if known is not None:
+                continue
+            try:
+                cap = decode_loss((kind, eps, delta, rho))
+                accountant = parse_accountant(spec or "basic")
+            except (InvalidParameter, ValueError, TypeError) as e:
+                raise LedgerError(
+                    f"the anchor's cap of dataset {dataset!r} cannot be read; nothing was "
+                    "acknowledged"
+                ) from e
+            conn.execute(
+                "INSERT INTO datasets (name, loss_type, epsilon, delta, rho, registered_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (dataset, *encode_loss(cap), now),
+            )
+            record_event(w, dataset, "register", None, cap, None, now)
+            if accountant != "basic":
+                set_accountant(w, dataset, accountant, now)
 
     # -- backup ---------------------------------------------------------------------------
 
@@ -931,8 +1091,11 @@ class Ledger:
 
         Only ``sha256(token)`` is stored. No privacy loss (no data is read).
 
+        A name is never reused: one that was ever added is refused, even after its holder
+        was revoked (the same person gets a new token with :meth:`rotate_token`).
+
         Raises:
-            InvalidParameter: empty name, unknown role, or an active analyst of that name.
+            InvalidParameter: empty name, unknown role, or a name already given.
             LedgerTampered: the ledger failed verification.
             LedgerError: storage failure.
         """
@@ -943,6 +1106,26 @@ class Ledger:
         digest = token_digest(token)
         with self._write("trusted") as w:
             people.insert_analyst(w, name, role, digest)
+        return token
+
+    def rotate_token(self, name: str) -> str:
+        """Give analyst ``name`` a new token (revoking the active one); return it once.
+
+        The way to re-issue a token to the *same* person — after a leak, or to reinstate a
+        revoked analyst: they keep their name, role, history, allowances and stored
+        answers. A name is never given to anyone else (:meth:`add_analyst` refuses it).
+        Only ``sha256(token)`` is stored. No privacy loss.
+
+        Raises:
+            InvalidParameter: no analyst of that name was ever added.
+            LedgerTampered: the ledger failed verification.
+            LedgerError: storage failure.
+        """
+        check_name(name, "name")
+        token = new_token()
+        digest = token_digest(token)
+        with self._write("trusted") as w:
+            people.rotate(w, name, digest)
         return token
 
     def revoke_analyst(self, name: str) -> None:

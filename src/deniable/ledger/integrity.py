@@ -6,10 +6,10 @@
   previous entry's hash (32 zero bytes before entry 1), ``seq`` as 8 big-endian bytes and
   ``payload`` the canonical JSON (:func:`canonical`) of what was written. Entry 1 names the
   ledger's random identity, so the whole chain is bound to it.
-* **Anchor.** A small JSON file outside the database, ``{ledger_id, seq, head, spent}``
-  and the checkpoint it vouches for (``{seq, hash}``, :mod:`deniable.ledger.chain`),
-  replaced atomically (write a temporary file, fsync, rename over, fsync the directory) after
-  each commit. Writers hold an exclusive ``flock`` on ``<anchor>.lock`` from before their
+* **Anchor.** A small JSON file outside the database, ``{ledger_id, seq, head, spent,
+  caps}`` and the checkpoint it vouches for (``{seq, hash}``, :mod:`deniable.ledger.chain`),
+  replaced atomically (write a temporary file, fsync, rename over; the directory is fsynced
+  when the anchor is first created) after each commit. Writers hold an exclusive ``flock`` on ``<anchor>.lock`` from before their
   transaction until the anchor is written, so anchors are written in commit order and never
   move backwards, even with many processes. The anchor is written *after* the commit: a crash
   in between leaves it one entry behind the database, which is allowed (a database ahead of
@@ -74,7 +74,7 @@ class LedgerReport:
 
 @dataclass(frozen=True, slots=True)
 class Anchor:
-    """The parsed anchor file: identity, last entry, spent totals, vouched checkpoint.
+    """The parsed anchor file: identity, last entry, spent totals, vouched checkpoint, caps.
 
     ``checkpoint`` is ``(seq, sha256 of its body)`` of the checkpoint the anchor vouches
     for, or None (no checkpoint yet, or an anchor written before checkpoints existed).
@@ -85,6 +85,10 @@ class Anchor:
     head: str
     spent: dict[str, dict[str, str]]
     checkpoint: tuple[int, str] | None = None
+    caps: dict[str, list[str | None]] | None = None
+    """Each dataset's cap and accountant, ``[loss_type, ε, δ, ρ, accountant spec]``, so an
+    acknowledgement of a lost database registers it again (None: an anchor written before
+    caps were recorded)."""
 
 
 class AnchorUnreadable(Exception):
@@ -139,18 +143,36 @@ def read_anchor(path: str) -> Anchor | None:
                 and len(cp_hash) == 64
             )
             checkpoint = (cp_seq, cp_hash) if valid else None
+        caps = value.get("caps")
+        if caps is not None:
+            valid = valid and (
+                isinstance(caps, dict)
+                and all(
+                    isinstance(k, str)
+                    and isinstance(v, list)
+                    and len(v) == 5
+                    and all(x is None or isinstance(x, str) for x in v)
+                    for k, v in caps.items()
+                )
+            )
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
         raise AnchorUnreadable(f"the anchor file {path!r} is not a valid anchor") from e
     if not valid:
         raise AnchorUnreadable(f"the anchor file {path!r} is not a valid anchor")
-    return Anchor(ledger_id=ledger_id, seq=seq, head=head, spent=spent, checkpoint=checkpoint)
+    return Anchor(
+        ledger_id=ledger_id, seq=seq, head=head, spent=spent, checkpoint=checkpoint, caps=caps
+    )
 
 
 def write_anchor(path: str, anchor: Anchor) -> None:
     """Replace the anchor at ``path`` atomically and durably.
 
-    Writes ``<path>.tmp``, fsyncs it, renames it over ``path`` and fsyncs the directory.
-    Callers hold the exclusive writers' lock, so the temporary name is not shared.
+    Writes ``<path>.tmp``, fsyncs it and renames it over ``path``; the directory is fsynced
+    only when ``path`` did not exist (the rename made a new name). A replacement whose
+    rename a power loss undoes leaves the previous anchor, complete and durable: an anchor
+    behind its database, which is normal (its commits are durable before the anchor is
+    written) — so each charge pays one fsync here, not two. Callers hold the exclusive
+    writers' lock, so the temporary name is not shared.
 
     Raises:
         LedgerError: the file system refused (the database change is already committed).
@@ -163,6 +185,8 @@ def write_anchor(path: str, anchor: Anchor) -> None:
     }
     if anchor.checkpoint is not None:
         value["checkpoint"] = {"seq": anchor.checkpoint[0], "hash": anchor.checkpoint[1]}
+    if anchor.caps is not None:
+        value["caps"] = anchor.caps
     text = canonical(value)
     tmp = path + ".tmp"
     directory = os.path.dirname(os.path.abspath(path))
@@ -173,12 +197,14 @@ def write_anchor(path: str, anchor: Anchor) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+        created = not os.path.exists(path)
         os.replace(tmp, path)
-        dir_fd = os.open(directory, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        if created:
+            dir_fd = os.open(directory, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
     except OSError as e:
         raise LedgerError(
             f"the change was recorded in the ledger but its anchor file {path!r} could not be "
@@ -194,9 +220,20 @@ class FileLock:
     dies, so ``kill -9`` never leaves it held.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, create: bool = True) -> None:
+        # Without ``create`` (a reader that never writes) a missing lock file means no
+        # writer has ever run beside this anchor: there is nothing to wait for.
+        self._fd: int | None = None
+        self._absent = False
         try:
-            self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            if create:
+                self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            else:
+                self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            if create:
+                raise LedgerError(f"cannot open the ledger's lock file {path!r}") from None
+            self._absent = True
         except OSError as e:
             raise LedgerError(f"cannot open the ledger's lock file {path!r}") from e
         self._path = path
@@ -209,6 +246,8 @@ class FileLock:
         Raises:
             LedgerError: not acquired in time, or the lock file is closed.
         """
+        if self._absent:
+            return
         if self._fd is None:
             raise LedgerError("the ledger is closed")
         delay = 0.0002
@@ -241,6 +280,7 @@ class FileLock:
     def close(self) -> None:
         """Release and close the lock file."""
         self.release()
+        self._absent = False
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

@@ -251,6 +251,13 @@ def _state(error: BaseException) -> str:
     return f"SQLSTATE {state}" if state else type(error).__name__
 
 
+_TABLES = frozenset(
+    ("meta", "chain", "datasets", "allowances", "curator_events", "charges", "answers",
+     "analysts", "accountants", "sample_releases", "checkpoints")
+)  # fmt: skip
+"""Every table of a PostgreSQL ledger (all made with the schema; there are no extensions)."""
+
+
 class PostgresTx(Tx):
     """A transaction on a psycopg connection (``?`` placeholders become ``%s``)."""
 
@@ -276,6 +283,14 @@ class PostgresTx(Tx):
             "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
         ).fetchall()
         return {str(r[0]) for r in rows}
+
+    def has_table(self, name: str) -> bool:
+        """Whether the schema has table ``name``: a PostgreSQL ledger is created with all.
+
+        No catalogue query on the charge path (a dropped table makes the statements that
+        need it fail, and the ledger with them: it fails closed).
+        """
+        return name in _TABLES
 
     def json_text(self, column: str, *keys: str) -> str:
         """``column::jsonb #>> '{k1,k2}'``."""
@@ -321,8 +336,9 @@ class PostgresStore(Store):
 
     driver_errors = (psycopg.Error,)
 
-    def __init__(self, url: str, *, timeout: float) -> None:
+    def __init__(self, url: str, *, timeout: float, read_only: bool = False) -> None:
         self._url = url
+        self.read_only = read_only
         self.location = describe(url)
         self.default_anchor = default_anchor(self.location)
         self._timeout = timeout
@@ -375,14 +391,19 @@ class PostgresStore(Store):
         A write transaction takes the ledger's advisory lock first (waiting at most the
         ledger's timeout), which serialises every writer of the database.
         """
+        if write and self.read_only:
+            raise LedgerError("the ledger was opened read-only: nothing can be written")
         with self._lock:
             conn = self._open()
             try:
                 if write:
-                    conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+                    # One round trip (the simple protocol runs the three in order).
                     timeout_ms = max(1, round(self._timeout * 1000))
-                    conn.execute(f"SET LOCAL lock_timeout = {timeout_ms}")
-                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (ADVISORY_KEY,))
+                    conn.execute(
+                        "BEGIN ISOLATION LEVEL READ COMMITTED; "
+                        f"SET LOCAL lock_timeout = {timeout_ms}; "
+                        f"SELECT pg_advisory_xact_lock({int(ADVISORY_KEY)})"
+                    )
                 else:
                     conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             except psycopg.Error as e:

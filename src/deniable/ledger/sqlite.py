@@ -20,8 +20,10 @@ import Ledger`` keeps working).
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 
@@ -258,6 +260,10 @@ class SQLiteTx(Tx):
         for statement in (*_SCHEMA, *_EXTENSIONS):
             self.conn.execute(statement)
 
+    def log_apart(self) -> bool:
+        row = self.conn.execute("PRAGMA journal_mode").fetchone()
+        return row is not None and str(row[0]).lower() == "wal"
+
 
 def create_sqlite_schema(conn: sqlite3.Connection) -> None:
     """Create a new ledger's tables and triggers on ``conn`` (a backup copy's, for one)."""
@@ -277,12 +283,20 @@ class SQLiteStore(Store):
 
     driver_errors = (sqlite3.Error,)
 
-    def __init__(self, path: str, *, timeout: float) -> None:
+    def __init__(self, path: str, *, timeout: float, read_only: bool = False) -> None:
         self.location = path
         self.default_anchor = path + ".anchor"
+        self.read_only = read_only
         self._lock = threading.RLock()
+        # Read-only: SQLite's own mode=ro, so no statement can write the file (nor create
+        # it: a missing file is an error, not a new empty ledger).
+        target = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro" if read_only else path
         self._conn: sqlite3.Connection | None = sqlite3.connect(
-            path, timeout=timeout, isolation_level=None, check_same_thread=False
+            target,
+            timeout=timeout,
+            isolation_level=None,
+            check_same_thread=False,
+            uri=read_only,
         )
 
     @property
@@ -291,13 +305,23 @@ class SQLiteStore(Store):
         return self._conn
 
     def configure(self) -> None:
-        """Switch to WAL and set the durable per-connection pragmas."""
+        """Set the durable per-connection pragmas (they write nothing to the file)."""
         conn = self._open()
-        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()
-        if mode is None or str(mode[0]).lower() != "wal":
-            raise LedgerError(f"the ledger at {self.location!r} cannot use WAL journaling")
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute("PRAGMA foreign_keys=ON")
+
+    def finish_open(self) -> None:
+        """Switch to WAL once the schema exists (a no-op when it already is; not read-only).
+
+        A new ledger's tables are written before the switch, in the main file itself, so
+        the main file of a ledger always holds at least its schema (see
+        :meth:`deniable.ledger.store.Tx.log_apart`).
+        """
+        if self.read_only:
+            return
+        mode = self._open().execute("PRAGMA journal_mode=WAL").fetchone()
+        if mode is None or str(mode[0]).lower() != "wal":
+            raise LedgerError(f"the ledger at {self.location!r} cannot use WAL journaling")
 
     def is_busy(self, error: BaseException) -> bool:
         """Switching a new file to WAL needs an exclusive lock.
@@ -323,6 +347,8 @@ class SQLiteStore(Store):
         A write transaction is ``BEGIN IMMEDIATE``: it holds the database's write lock from
         its first read, which is what makes read-check-insert serialisable across processes.
         """
+        if write and self.read_only:
+            raise LedgerError("the ledger was opened read-only: nothing can be written")
         with self._lock:
             conn = self._open()
             try:

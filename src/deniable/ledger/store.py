@@ -86,12 +86,24 @@ class Tx(ABC):
     def create_schema(self) -> None:
         """Create every table, index and append-only trigger of a new ledger."""
 
+    def log_apart(self) -> bool:
+        """Whether recent commits live in a log file beside the database (SQLite's WAL mode).
+
+        A ledger is created, and its anchor written, before its database switches to a
+        write-ahead log. So an SQLite file in WAL mode that has no tables, or only its first
+        entry and no anchor, is a ledger's main file copied without its ``-wal`` (or whose
+        anchor was deleted) — never a new ledger. Default: False (PostgreSQL has no such file).
+        """
+        return False
+
 
 class Store(ABC):
     """A ledger's database: opens transactions, copies itself, closes.
 
     Attributes:
         location: where the ledger is, for messages (a path, or a URL without password).
+        read_only: opened only to read (``Ledger(..., read_only=True)``): the backend
+            refuses every write as a second wall behind the ledger's own refusal.
         default_anchor: the anchor file used when the caller names none.
         driver_errors: the driver's exception types (mapped to LedgerError when opening).
     """
@@ -100,9 +112,15 @@ class Store(ABC):
     default_anchor: str
     driver_errors: tuple[type[BaseException], ...]
 
+    read_only: bool = False
+
     @abstractmethod
     def configure(self) -> None:
-        """Per-connection settings (durability, journaling); may raise a busy error."""
+        """Per-connection settings (durability); may raise a busy error. Writes nothing."""
+
+    def finish_open(self) -> None:
+        """Called under the writers' lock once the schema exists (SQLite: switch to WAL)."""
+        return None
 
     def is_busy(self, error: BaseException) -> bool:
         """Whether ``error`` means another opener holds a lock for now (retry later)."""

@@ -925,10 +925,14 @@ class Service:
 
         Raises:
             Forbidden: the principal is not a curator.
+            UnknownResource: no active analyst of that name (a slice for a name nobody holds
+                would wait for whoever is given the name next).
             InvalidParameter: the slice is of another kind than the cap or does not fit it.
         """
         _require_curator(principal)
         self._known(dataset)
+        if not any(a.name == analyst and a.revoked_at is None for a in self._ledger.analysts()):
+            raise UnknownResource(f"no active analyst named {analyst!r}: add them first")
         self._ledger.set_allowance(dataset, analyst, loss)
         return self.budget(dataset, analyst=analyst)
 
