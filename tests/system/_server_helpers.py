@@ -224,8 +224,13 @@ def write_config(
     rows: str,
     public_keys: str = "",
     extra_server: str = "",
+    response_time: str = '"off"',
 ) -> Path:
-    """A one-dataset configuration over ``rows`` (CSV text) with a high rate limit."""
+    """A one-dataset configuration over ``rows`` (CSV text) with a high rate limit.
+
+    Responses leave when ready (``response_time = "off"``) unless a test asks for a policy
+    (a TOML value, e.g. ``"{ deadline = 0.5 }"``): most tests are not about timing.
+    """
     (folder / "data.csv").write_text(rows)
     text = f"""
 ledger = "ledger.db"
@@ -239,6 +244,7 @@ source = "data.csv"
 table = "t"
 privacy_unit = "row"
 budget = {cap}
+response_time = {response_time}
 {public_keys}
 """
     path = folder / "service.toml"

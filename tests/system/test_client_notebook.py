@@ -63,9 +63,16 @@ KERNEL = os.environ.get("DENIABLE_NOTEBOOK_IN_PROCESS") is None and all(
 )
 
 
+def untimed(config: Path) -> None:
+    """Answers as soon as ready (the fixture shows the 1 s response-time default)."""
+    text = config.read_text()
+    config.write_text(text.replace("response_time = { deadline = 1.0 }", 'response_time = "off"'))
+
+
 def test_the_analyst_notebook_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("example.toml", "students.csv", "schools.csv"):
         shutil.copy(FIXTURE / name, tmp_path / name)
+    untimed(tmp_path / "example.toml")
     with Ledger(tmp_path / "ledger.db") as led:
         token = led.add_analyst("ann", role="analyst")
     with running(tmp_path / "example.toml", workers=1, log=tmp_path / "server.log") as server:
@@ -87,6 +94,7 @@ def test_the_readme_client_example_runs(tmp_path: Path) -> None:
     (block,) = [b for b in blocks if "import deniable.client" in b]
     for name in ("example.toml", "students.csv", "schools.csv"):
         shutil.copy(FIXTURE / name, tmp_path / name)
+    untimed(tmp_path / "example.toml")
     with Ledger(tmp_path / "ledger.db") as led:
         token = led.add_analyst("ann", role="analyst")
     with running(tmp_path / "example.toml", workers=1, log=tmp_path / "server.log") as server:

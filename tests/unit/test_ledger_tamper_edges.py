@@ -15,6 +15,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from _service_fixture import copy_example
 from click.testing import CliRunner, Result
 
 from deniable.accounting.loss import Epsilon
@@ -306,10 +307,7 @@ def test_the_http_service_refuses_an_allowance_for_an_unknown_analyst(tmp_path: 
     from deniable.server.config import load_config
     from deniable.server.service import Service, UnknownResource
 
-    fixtures = Path(__file__).parent.parent / "fixtures" / "service"
-    for f in fixtures.iterdir():
-        shutil.copy(f, tmp_path)
-    config = load_config(tmp_path / "example.toml")
+    config = load_config(copy_example(tmp_path))
     with Ledger(config.ledger) as led:
         led.add_analyst("ann", role="analyst")
         led.add_analyst("bob", role="analyst")
@@ -322,3 +320,18 @@ def test_the_http_service_refuses_an_allowance_for_an_unknown_analyst(tmp_path: 
         view = service.set_allowance(who, "students", "ann", Epsilon(epsilon=Fraction(1, 2)))
         assert view.allowance == Epsilon(epsilon=Fraction(1, 2))
         assert service.ledger.allowance("students", "ghost") is None
+
+
+def test_a_new_ledger_whose_first_anchor_failed_gets_it_on_the_next_open(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    blocker = tmp_path / "ledger.db.anchor.tmp"
+    blocker.mkdir()  # the anchor's temporary file cannot be written: the first open fails
+    with pytest.raises(LedgerError):
+        Ledger(path)
+    with sqlite3.connect(path) as raw:  # after its schema and first entry were committed
+        assert raw.execute("SELECT COUNT(*) FROM chain").fetchone() == (1,)
+    blocker.rmdir()
+    for _ in range(2):  # the second open sees a WAL-mode file: it must have had its anchor
+        with Ledger(path) as led:
+            assert led.verify().ok, led.verify().problems
+    assert Path(f"{path}.anchor").is_file()

@@ -8,12 +8,12 @@ negative), and its values are biased upward near 0, which the answer says in its
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from _service_fixture import copy_example
 from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
@@ -85,8 +85,7 @@ def test_the_cli_and_the_api_offer_it(tmp_path: Path) -> None:
     assert clipped["cached"] and all(row[n] >= 0 for row in clipped["rows"])
     assert [max(row[n], 0) for row in raw["rows"]] == [row[n] for row in clipped["rows"]]
 
-    for f in FIXTURES.iterdir():
-        shutil.copy(f, tmp_path)
+    copy_example(tmp_path)
     tokens = {"t-ann": Principal(name="ann", role="analyst")}
     sql = "SELECT school, COUNT(*) AS n FROM students GROUP BY school"
     with Service(load_config(tmp_path / "example.toml")) as service:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from _service_fixture import copy_example
 from fastapi.testclient import TestClient
 
 from deniable.ledger.analysts import Principal
@@ -37,9 +37,7 @@ def auth(who: str) -> dict[str, str]:
 
 @pytest.fixture
 def config(tmp_path: Path) -> ServiceConfig:
-    for f in FIXTURES.iterdir():
-        shutil.copy(f, tmp_path)
-    return load_config(tmp_path / "example.toml")
+    return load_config(copy_example(tmp_path))
 
 
 def client_for(config: ServiceConfig) -> Iterator[TestClient]:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _service_fixture import copy_example
 from fastapi.testclient import TestClient
 
 from deniable.ledger import Ledger
@@ -23,9 +24,7 @@ COUNT = "SELECT school, COUNT(*) AS n FROM students GROUP BY school"
 
 @pytest.fixture
 def config(tmp_path: Path) -> ServiceConfig:
-    for f in FIXTURES.iterdir():
-        shutil.copy(f, tmp_path)
-    return load_config(tmp_path / "example.toml")
+    return load_config(copy_example(tmp_path))
 
 
 @pytest.fixture

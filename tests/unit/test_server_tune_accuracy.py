@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Iterator
 from fractions import Fraction
@@ -16,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from _service_fixture import copy_example
 from fastapi.testclient import TestClient
 
 from deniable.curator.tune import CANDIDATES, EDGES, JOINT_BINS, JOINT_EDGES, KINDS, bin_of
@@ -58,10 +58,8 @@ def _uneven_students(path: Path) -> pd.DataFrame:
 
 @pytest.fixture
 def setup(tmp_path: Path) -> tuple[ServiceConfig, pd.DataFrame]:
-    for f in FIXTURES.iterdir():
-        shutil.copy(f, tmp_path)
+    toml = copy_example(tmp_path)
     frame = _uneven_students(tmp_path / "students.csv")
-    toml = tmp_path / "example.toml"
     toml.write_text(
         toml.read_text().replace("budget = { epsilon = 2.0 }", "budget = { epsilon = 200 }")
     )
@@ -229,13 +227,13 @@ def test_booleans_and_floats_are_not_numbers_or_integers(client: TestClient) -> 
     bad = [
         ("accuracy", {"sql": GROUPED, "epsilon": True}),
         ("accuracy", {"sql": GROUPED, "epsilon": 1, "rows": True}),
-        ("accuracy", {"sql": GROUPED, "epsilon": 1, "rows": 10.0}),
+        ("accuracy", {"sql": GROUPED, "epsilon": 1, "rows": 10.5}),
         ("accuracy", {"sql": GROUPED, "target": {"n": True}}),
         ("accuracy", {"sql": GROUPED, "epsilon": "1"}),
         ("query", {"sql": GROUPED, "epsilon": True}),
         ("tune", {"table": "students", "epsilon": True}),
         ("tune", {"table": "students", "epsilon": 1, "groups": True}),
-        ("tune", {"table": "students", "epsilon": 1, "groups": 3.0}),
+        ("tune", {"table": "students", "epsilon": 1, "groups": 3.5}),
         ("tune", {"table": "students", "epsilon": 1, "apply": 1}),
         ("tune", {"table": "students", "epsilon": 1, "apply": "true"}),
         ("tune", {"table": "students", "epsilon": 0}),
@@ -246,6 +244,10 @@ def test_booleans_and_floats_are_not_numbers_or_integers(client: TestClient) -> 
         assert r.status_code == 422, (route, body, r.text)
         assert code(r) == "invalid_request"
         assert "True" not in r.text and "true" not in r.json()["error"]["message"].lower()
+    # JSON Schema's integer (the published OpenAPI) includes 10.0: it is read as 10.
+    body = {"sql": GROUPED, "epsilon": 1, "rows": 10.0}
+    r = client.post(f"{DS}/accuracy", json=body, headers=auth("cur"))
+    assert r.status_code == 200 and r.json()["assumed_rows"] == 10, r.text
 
 
 # -- tune -----------------------------------------------------------------------------------

@@ -407,6 +407,17 @@ class Ledger:
                     )
                 ident = tx.execute("SELECT value FROM meta WHERE key = 'ledger_id'").fetchone()
                 self._ledger_id = "" if ident is None else str(ident[0])
+        if created is None and not self._read_only:
+            # A new ledger whose first anchor could not be written (say, its directory was
+            # missing) gets it now, still before the switch to WAL (see Tx.log_apart).
+            with self._transaction(write=False) as tx:
+                first = None
+                if not tx.log_apart():
+                    rows = tx.execute("SELECT seq, hash FROM chain ORDER BY seq LIMIT 2").fetchall()
+                    if len(rows) == 1 and int(rows[0][0]) == 1:
+                        first = Write(tx, 1, str(rows[0][1]))
+            if first is not None:
+                created = first
         if created is not None:
             # Before the switch to a write-ahead log (finish_open): a ledger in WAL mode
             # always had an anchor (see Tx.log_apart).

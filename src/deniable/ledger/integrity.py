@@ -9,15 +9,18 @@
 * **Anchor.** A small JSON file outside the database, ``{ledger_id, seq, head, spent,
   caps}`` and the checkpoint it vouches for (``{seq, hash}``, :mod:`deniable.ledger.chain`),
   replaced atomically (write a temporary file, fsync, rename over; the directory is fsynced
-  when the anchor is first created) after each commit. Writers hold an exclusive ``flock`` on ``<anchor>.lock`` from before their
-  transaction until the anchor is written, so anchors are written in commit order and never
-  move backwards, even with many processes. The anchor is written *after* the commit: a crash
-  in between leaves it one entry behind the database, which is allowed (a database ahead of
-  its anchor is normal; one behind it is an older copy).
+  when the anchor is first created) after each commit. Writers hold an exclusive ``flock``
+  on ``<anchor>.lock`` from before their transaction until the anchor is written, so
+  anchors are written in commit order and never move backwards, even with many processes.
+  The anchor is written *after* the commit: a crash in between leaves it one entry behind
+  the database, which is allowed (a database ahead of its anchor is normal; one behind it
+  is an older copy).
 
-Someone who can write both the database and the anchor file can forge anything; the anchor
-defends against the operator's ordinary mistakes and against restoring or replacing the
-database alone (delete, older copy, copy without its ``-wal``, another ledger's file).
+Someone who can write both the database and the anchor file can forge anything, and a
+restore or copy of both together (a VM snapshot of one directory) looks like a ledger that
+never moved; the anchor defends against restoring or replacing the database alone (delete,
+older copy, copy without its ``-wal``, another ledger's file), so keep it on another disk
+or host.
 """
 
 from __future__ import annotations

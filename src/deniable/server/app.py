@@ -49,7 +49,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from deniable.accounting.loss import Epsilon, EpsilonDelta, Rho
 from deniable.errors import (
@@ -67,7 +69,14 @@ from deniable.errors import (
     UnsafeQuery,
 )
 from deniable.explain import explain_epsilon, posterior_bounds
-from deniable.server.config import ConfigError, ServerSettings, ServiceConfig, load_config
+from deniable.server import timing as response_time
+from deniable.server.config import (
+    DEFAULT_FAILED_AUTH_BURST,
+    ConfigError,
+    ServerSettings,
+    ServiceConfig,
+    load_config,
+)
 from deniable.server.console import mount_console
 from deniable.server.errors import (
     Forbidden,
@@ -94,6 +103,7 @@ from deniable.server.models import (
     LossOut,
     NewAnalyst,
     NewAnalystOut,
+    QueryNumber,
     QueryRequest,
     QueryResponse,
     ReleaseOut,
@@ -179,13 +189,17 @@ def error_response(exc: BaseException) -> JSONResponse:
 
 def _responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     text = {
-        400: "refused query or parameter",
+        400: (
+            "well formed by this schema but refused for its meaning: SQL that names an "
+            "unknown table or column or is unsafe, a loss of another kind than the budget, "
+            "an ε too small to plan (nothing was charged)"
+        ),
         401: "missing, unknown or revoked token",
         403: "the caller's role may not do this",
         404: "no such dataset or analyst",
-        409: "budget exceeded, request in progress, or conflict",
+        409: "the budget does not fit (nothing was charged), request in progress, or conflict",
         413: "request body too large",
-        422: "malformed request",
+        422: "malformed request: the body, path or query string violates this schema",
         429: "rate limited (see Retry-After)",
         500: "internal error (no detail)",
         503: "the ledger refuses (tampered) or failed",
@@ -199,9 +213,9 @@ def _responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
 # -- protections -------------------------------------------------------------------------------
 
 
-FAILED_AUTH_BURST = 20
-"""Failed authentications one client address may make at once (then one a second)."""
-FAILED_AUTH_PER_SECOND = 1.0
+FAILED_AUTH_BURST = DEFAULT_FAILED_AUTH_BURST
+"""Failed authentications one client address may make at once by default (then one a
+second); ``server.failed_auth`` in the configuration changes both."""
 
 
 class TokenBuckets:
@@ -366,9 +380,10 @@ def create_app(
         redoc_url=None,
     )
     buckets = TokenBuckets(settings.rate_limit.per_second, settings.rate_limit.burst)
-    # Failed authentications per client address: FAILED_AUTH_BURST at once, then one a
-    # second; beyond that the address is refused (429) before any token is looked at.
-    failures = TokenBuckets(FAILED_AUTH_PER_SECOND, FAILED_AUTH_BURST)
+    # Failed authentications per client address (server.failed_auth; default 20 at once,
+    # then one a second); beyond that the address is refused (429) before any token is
+    # looked at.
+    failures = TokenBuckets(settings.failed_auth.per_second, settings.failed_auth.burst)
     bearer = HTTPBearer(auto_error=False, description="a token from `deniable analyst add`")
 
     def service() -> Service:
@@ -410,6 +425,15 @@ def create_app(
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        if any(e.get("type") == "json_invalid" for e in exc.errors()):
+            # FastAPI decodes the JSON body before it resolves dependencies: authenticate
+            # here, so that a missing or bad token is always 401 (or the failed-auth 429)
+            # whatever the body, as the schema promises. (Any other validation error is
+            # raised after the caller dependency has already passed.)
+            try:
+                await run_in_threadpool(caller, request, await bearer(request))
+            except DeniableError as e:
+                return error_response(e)
         # Locations and reasons only: pydantic's error entries also hold the input, which
         # is never echoed.
         parts = [
@@ -429,7 +453,12 @@ def create_app(
             405: "method not allowed on this route",
             400: "malformed request body",
         }.get(exc.status_code, "request refused")
-        return _error(exc.status_code, code, message, dict(exc.headers or {}))
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            # Starlette's Allow names the methods of the first route matching the path only;
+            # a path served by several routes (GET and POST /v1/analysts) allows them all.
+            headers["Allow"] = ", ".join(_allowed_methods(app, request))
+        return _error(exc.status_code, code, message, headers)
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:
@@ -582,8 +611,8 @@ def create_app(
     @app.get("/v1/explain", tags=["explain"], responses=_responses(400))
     def explain(
         who: Who,
-        epsilon: Annotated[float, Query(ge=0, le=100, allow_inf_nan=False)],
-        prior: Annotated[float, Query(ge=0, le=1, allow_inf_nan=False)] = 0.5,
+        epsilon: Annotated[float, Query(ge=0, le=100, allow_inf_nan=False), QueryNumber],
+        prior: Annotated[float, Query(ge=0, le=1, allow_inf_nan=False), QueryNumber] = 0.5,
     ) -> ExplainOut:
         """What ε means: how sure an attacker with this prior can become (no data)."""
         low, high = posterior_bounds(prior, epsilon)
@@ -720,8 +749,19 @@ def create_app(
             allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],
             allow_credentials=False,
         )
+    response_time.install(app, {n: d.response_time for n, d in config.datasets.items()})
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
     return app
+
+
+def _allowed_methods(app: FastAPI, request: Request) -> list[str]:
+    """Every method some route serves at the request's path (for a 405's ``Allow``)."""
+    methods: set[str] = set()
+    for route in app.router.routes:
+        match, _ = route.matches(request.scope)
+        if match is not Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return sorted(methods)
 
 
 def _release(c: Any) -> ReleaseOut:

@@ -7,6 +7,7 @@ One file names everything the curator decides before any analyst asks a question
     [server]
     share_replays = false                 # see ServerSettings.share_replays
     rate_limit = { per_second = 5, burst = 20 }
+    failed_auth = { per_second = 1, burst = 20 }   # per client address
     max_request_bytes = 65536
     cors_origins = []                     # closed by default
 
@@ -21,6 +22,7 @@ One file names everything the curator decides before any analyst asks a question
     budget = { epsilon = 1.0 }            # or { epsilon = 1, delta = 1e-6 } or { rho = 0.5 }
     engine = "duckdb"
     # accountant = "zcdp"                 # (ε, δ) budgets only: spend it as ρ-zCDP
+    response_time = { deadline = 1.0 }    # the default; or "off", or derived (server.timing)
 
     [datasets.events]                     # a table read in place in PostgreSQL
     engine = "postgresql"
@@ -89,12 +91,15 @@ from typing import Literal
 from deniable.accounting.filter import accountant_spec, check_accountant, parse_accountant
 from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
 from deniable.errors import InvalidParameter
+from deniable.server.timing import DEFAULT_RESPONSE_TIME, ResponseTime, parse_response_time
 
 Engine = Literal["duckdb", "postgresql"]
 ENGINES: tuple[str, ...] = ("duckdb", "postgresql")
 
 DEFAULT_RATE_PER_SECOND = 10.0
 DEFAULT_BURST = 50
+DEFAULT_FAILED_AUTH_PER_SECOND = 1.0
+DEFAULT_FAILED_AUTH_BURST = 20
 DEFAULT_MAX_REQUEST_BYTES = 64 * 1024
 
 
@@ -189,6 +194,9 @@ class DatasetConfig:
             :mod:`deniable.accounting.renyi`), or None (not given: the ledger's record, basic
             for a new dataset); pass it to the Session as ``accountant=``.
         graphs: the dataset's graphs, charged to the same budget.
+        response_time: when query responses leave (``response_time`` in the file; see
+            :mod:`deniable.server.timing`): on by default, every response at a deadline
+            fixed in advance from public facts; ``"off"`` sends them when ready.
     """
 
     name: str
@@ -205,6 +213,7 @@ class DatasetConfig:
     source_table: str | None = None
     accountant: str | None = None
     graphs: tuple[GraphConfig, ...] = ()
+    response_time: ResponseTime = DEFAULT_RESPONSE_TIME
 
     @property
     def has_table(self) -> bool:
@@ -239,6 +248,9 @@ class ServerSettings:
             own (an identical query from another analyst is charged again); with True the
             budget is spent more slowly at the price of that disclosure.
         rate_limit: the per-analyst token bucket (per worker process).
+        failed_auth: the per-client-address token bucket of failed authentications (per
+            worker process): an address that spends it gets 429 before any token it sends
+            is looked at, which slows token guessing. Default 20 at once, then 1 a second.
         max_request_bytes: largest request body accepted (larger ones get 413).
         cors_origins: origins allowed to call the API from a browser; empty (the default)
             sends no CORS headers at all, so browsers refuse cross-origin calls.
@@ -252,6 +264,11 @@ class ServerSettings:
 
     share_replays: bool = False
     rate_limit: RateLimit = field(default_factory=RateLimit)
+    failed_auth: RateLimit = field(
+        default_factory=lambda: RateLimit(
+            per_second=DEFAULT_FAILED_AUTH_PER_SECOND, burst=DEFAULT_FAILED_AUTH_BURST
+        )
+    )
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     cors_origins: tuple[str, ...] = ()
     idempotency_wait: float = 5.0
@@ -443,7 +460,15 @@ _TABLE_KEYS = (
 )
 """Keys describing the private table: refused in a graph-only dataset."""
 
-_DATASET_KEYS = {"source", *_TABLE_KEYS, "budget", "engine", "accountant", "graphs"}
+_DATASET_KEYS = {
+    "source",
+    *_TABLE_KEYS,
+    "budget",
+    "engine",
+    "accountant",
+    "graphs",
+    "response_time",
+}
 
 
 def _dataset(name: str, raw: Mapping[str, object], base: Path) -> DatasetConfig:
@@ -569,6 +594,10 @@ def _dataset(name: str, raw: Mapping[str, object], base: Path) -> DatasetConfig:
             )
         taken[g.name.lower()] = f"graph {g.name!r}"
     budget = _loss(raw["budget"], f"{where}.budget")
+    try:
+        response_time = parse_response_time(raw.get("response_time"), f"{where}.response_time")
+    except InvalidParameter as e:
+        raise ConfigError(str(e)) from None
     return DatasetConfig(
         name=name,
         source=source,
@@ -584,6 +613,7 @@ def _dataset(name: str, raw: Mapping[str, object], base: Path) -> DatasetConfig:
         source_table=source_table,
         accountant=_accountant(raw.get("accountant"), budget, f"{where}.accountant"),
         graphs=graphs,
+        response_time=response_time,
     )
 
 
@@ -785,6 +815,28 @@ def _postgres_source(raw: Mapping[str, object], where: str, name: str) -> tuple[
     return url, source_table, parts[-1]
 
 
+def _bucket(raw: object, key: str, what: str, per_second: float, burst: int) -> RateLimit:
+    """A ``{ per_second = …, burst = … }`` token bucket of ``[server]`` (missing keys: defaults)."""
+    where = f"server.{key}"
+    table = _table(raw, where)
+    _keys(table, where, {"per_second", "burst"})
+    rate = table.get("per_second", per_second)
+    if (
+        isinstance(rate, bool)
+        or not isinstance(rate, int | float)
+        or not math.isfinite(rate)
+        or rate <= 0
+    ):
+        raise ConfigError(
+            f"{where}.per_second must be a positive number of requests per second "
+            f"({what}), e.g. per_second = {per_second:g}"
+        )
+    size = table.get("burst", burst)
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ConfigError(f"{where}.burst must be a positive integer, e.g. burst = {burst}")
+    return RateLimit(per_second=float(rate), burst=size)
+
+
 def _server(raw: Mapping[str, object]) -> ServerSettings:
     _keys(
         raw,
@@ -792,6 +844,7 @@ def _server(raw: Mapping[str, object]) -> ServerSettings:
         {
             "share_replays",
             "rate_limit",
+            "failed_auth",
             "max_request_bytes",
             "cors_origins",
             "idempotency_wait",
@@ -801,22 +854,16 @@ def _server(raw: Mapping[str, object]) -> ServerSettings:
     share = raw.get("share_replays", False)
     if not isinstance(share, bool):
         raise ConfigError("server.share_replays must be true or false (default false)")
-    rate = _table(raw.get("rate_limit"), "server.rate_limit")
-    _keys(rate, "server.rate_limit", {"per_second", "burst"})
-    per_second = rate.get("per_second", DEFAULT_RATE_PER_SECOND)
-    if (
-        isinstance(per_second, bool)
-        or not isinstance(per_second, int | float)
-        or not math.isfinite(per_second)
-        or per_second <= 0
-    ):
-        raise ConfigError(
-            "server.rate_limit.per_second must be a positive number of requests per second "
-            "per analyst, e.g. per_second = 5"
-        )
-    burst = rate.get("burst", DEFAULT_BURST)
-    if isinstance(burst, bool) or not isinstance(burst, int) or burst < 1:
-        raise ConfigError("server.rate_limit.burst must be a positive integer, e.g. burst = 20")
+    rate_limit = _bucket(
+        raw.get("rate_limit"), "rate_limit", "per analyst", DEFAULT_RATE_PER_SECOND, DEFAULT_BURST
+    )
+    failed_auth = _bucket(
+        raw.get("failed_auth"),
+        "failed_auth",
+        "failed authentications per client address",
+        DEFAULT_FAILED_AUTH_PER_SECOND,
+        DEFAULT_FAILED_AUTH_BURST,
+    )
     size = raw.get("max_request_bytes", DEFAULT_MAX_REQUEST_BYTES)
     if isinstance(size, bool) or not isinstance(size, int) or size < 1024:
         raise ConfigError(
@@ -838,7 +885,8 @@ def _server(raw: Mapping[str, object]) -> ServerSettings:
         raise ConfigError("server.worker_healthcheck must be a whole number of seconds in [1, 60]")
     return ServerSettings(
         share_replays=share,
-        rate_limit=RateLimit(per_second=float(per_second), burst=burst),
+        rate_limit=rate_limit,
+        failed_auth=failed_auth,
         max_request_bytes=size,
         cors_origins=tuple(origins),
         idempotency_wait=float(wait),

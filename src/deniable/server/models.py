@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+import re
 from collections.abc import Mapping
-from typing import Annotated, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
 from deniable.curator.tune import EDGES, JOINT_EDGES, Choice, UtilityAnalysis
@@ -39,9 +41,66 @@ class _Model(BaseModel):
 
 
 class _Request(BaseModel):
-    """A request body: no unknown fields, and strict types (``true`` is not a number)."""
+    """A request body: no unknown fields, and strict types (``true`` is not a number).
+
+    The published schema is the contract both ways: a body it allows is never refused as
+    malformed (422), and a body it forbids is never accepted. Fields listed in
+    ``not_null`` may be left out but never sent as ``null`` (the schema gives them no
+    ``null`` type, so that ``oneOf`` shapes such as "exactly one of sql and builder" are
+    expressed by which keys are present).
+    """
 
     model_config = ConfigDict(extra="forbid", strict=True)
+    not_null: ClassVar[tuple[str, ...]] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_nulls(cls, data: object) -> object:
+        if isinstance(data, dict):
+            nulls = [n for n in cls.not_null if n in data and data[n] is None]
+            if nulls:
+                raise ValueError(f"{', '.join(nulls)}: leave it out rather than send null")
+        return data
+
+
+def _integral(value: object) -> object:
+    """JSON Schema's ``integer`` includes ``3.0``: read an integral float as its int.
+
+    Booleans and fractional floats pass through, and the strict ``int`` refuses them.
+    """
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return value
+
+
+Integral = BeforeValidator(_integral)
+"""Put last in ``Annotated[int, Field(...), Integral]``: a strict integer that also takes a
+JSON number with no fractional part (``139.0``). Last, so that the bounds stay in the
+published schema as ``minimum``/``maximum``."""
+
+
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+
+
+def _json_number(value: object) -> object:
+    """A query-string number must be written as JSON writes one (``1e-3``, not ``1_0``)."""
+    if isinstance(value, str) and not _JSON_NUMBER.fullmatch(value):
+        raise ValueError("write the number as a decimal, e.g. 0.5 or 1e-3")
+    return value
+
+
+QueryNumber = BeforeValidator(_json_number)
+"""Put last in ``Annotated[float, Query(...), QueryNumber]``: python's float syntax (``1_0``,
+spaces, ``infinity``) is not the schema's ``number``, so it is refused (422)."""
+
+
+def _no_default(schema: dict[str, Any]) -> None:
+    # A field that may be left out but not be null: its default (None) is not a value.
+    schema.pop("default", None)
+
+
+ONE_QUERY_FORM: list[JsonValue] = [{"required": ["sql"]}, {"required": ["builder"]}]
+"""Exactly one of ``sql`` and ``builder`` (JSON Schema ``oneOf``)."""
 
 
 # -- errors ----------------------------------------------------------------------------------
@@ -105,14 +164,44 @@ ErrorDetail.model_rebuild()  # its budget fields are LossOut, defined after it
 
 
 Number = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Spend = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+"""A loss a request spends: more than 0 (the service refuses 0; an ε too small to plan is
+refused for its meaning, 400)."""
 
 
 class LossIn(_Request):
-    """A privacy loss given by a curator: ``epsilon``; ``epsilon`` and ``delta``; or ``rho``."""
+    """A privacy loss given by a curator: ``epsilon``; ``epsilon`` and ``delta``; or ``rho``.
 
-    epsilon: Number | None = None
-    delta: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
-    rho: Number | None = None
+    Whether the loss is of the dataset's kind (an ε cap takes ``epsilon``, a ρ cap ``rho``)
+    is the service's check: a well-formed loss of the wrong kind gets 400.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["epsilon"], "properties": {"rho": False}},
+                {"required": ["rho"], "properties": {"epsilon": False, "delta": False}},
+            ],
+            "examples": [{"epsilon": 0.5}, {"epsilon": 0.5, "delta": 1e-6}, {"rho": 0.1}],
+        },
+    )
+    not_null = ("epsilon", "delta", "rho")
+
+    epsilon: Number | SkipJsonSchema[None] = Field(None, json_schema_extra=_no_default)
+    delta: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | SkipJsonSchema[None] = Field(
+        None, json_schema_extra=_no_default
+    )
+    rho: Number | SkipJsonSchema[None] = Field(None, json_schema_extra=_no_default)
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> LossIn:
+        if (self.epsilon is None) == (self.rho is None) or (
+            self.rho is not None and self.delta is not None
+        ):
+            raise ValueError("give epsilon; epsilon and delta; or rho")
+        return self
 
     def to_loss(self) -> PrivacyLoss:
         """The exact loss (floats read as the decimals they print as).
@@ -248,7 +337,7 @@ class BuilderQuery(_Request):
     group_by: list[Name] = Field(default_factory=list, max_length=10)
     aggregates: list[AggregateSpec] = Field(min_length=1, max_length=50)
     order_by: list[OrderSpec] = Field(default_factory=list, max_length=10)
-    limit: Annotated[int, Field(ge=0, le=1_000_000)] | None = None
+    limit: Annotated[int, Field(ge=0, le=1_000_000), Integral] | None = None
 
     def to_query(self) -> b.Query:
         """The equivalent :class:`deniable.query.builder.Query` (no data read).
@@ -321,6 +410,7 @@ class QueryRequest(_Request):
         extra="forbid",
         strict=True,
         json_schema_extra={
+            "oneOf": ONE_QUERY_FORM,
             "examples": [
                 {"sql": "SELECT COUNT(*) AS n FROM students", "epsilon": 0.1},
                 {
@@ -335,17 +425,25 @@ class QueryRequest(_Request):
                     },
                     "epsilon": 0.1,
                 },
-            ]
+            ],
         },
     )
 
-    sql: Annotated[str, Field(min_length=1, max_length=20_000)] | None = None
-    builder: BuilderQuery | None = None
-    epsilon: Number | None = Field(None, description="ε to spend (ε and (ε, δ) budgets)")
+    not_null = ("sql", "builder")
+
+    sql: Annotated[str, Field(min_length=1, max_length=20_000)] | SkipJsonSchema[None] = Field(
+        None, description="the query as SQL text (or give builder)", json_schema_extra=_no_default
+    )
+    builder: BuilderQuery | SkipJsonSchema[None] = Field(
+        None,
+        description="the query in the builder's JSON form (or give sql)",
+        json_schema_extra=_no_default,
+    )
+    epsilon: Spend | None = Field(None, description="ε to spend (ε and (ε, δ) budgets)")
     delta: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = Field(
         None, description="δ to spend on selecting private group keys"
     )
-    rho: Number | None = Field(None, description="ρ to spend (ρ-zCDP budgets)")
+    rho: Spend | None = Field(None, description="ρ to spend (ρ-zCDP budgets)")
     level: Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)] = Field(
         0.95, description="confidence level of the intervals"
     )
@@ -487,6 +585,7 @@ class AccuracyRequest(_Request):
         extra="forbid",
         strict=True,
         json_schema_extra={
+            "oneOf": ONE_QUERY_FORM,
             "examples": [
                 {
                     "sql": "SELECT school, COUNT(*) AS n FROM students GROUP BY school",
@@ -497,21 +596,29 @@ class AccuracyRequest(_Request):
                     "target": {"n": 5, "g": 2},
                     "rows": 100,
                 },
-            ]
+            ],
         },
     )
 
-    sql: Annotated[str, Field(min_length=1, max_length=20_000)] | None = None
-    builder: BuilderQuery | None = None
-    epsilon: Number | None = Field(None, description="ε the query would spend")
+    not_null = ("sql", "builder")
+
+    sql: Annotated[str, Field(min_length=1, max_length=20_000)] | SkipJsonSchema[None] = Field(
+        None, description="the query as SQL text (or give builder)", json_schema_extra=_no_default
+    )
+    builder: BuilderQuery | SkipJsonSchema[None] = Field(
+        None,
+        description="the query in the builder's JSON form (or give sql)",
+        json_schema_extra=_no_default,
+    )
+    epsilon: Spend | None = Field(None, description="ε the query would spend")
     delta: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = Field(
         None, description="δ it would spend on selecting private group keys"
     )
-    rho: Number | None = Field(None, description="ρ it would spend (ρ-zCDP budgets)")
+    rho: Spend | None = Field(None, description="ρ it would spend (ρ-zCDP budgets)")
     level: Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)] = Field(
         0.95, description="confidence level of the intervals"
     )
-    rows: Annotated[int, Field(ge=1, le=10**12)] | None = Field(
+    rows: Annotated[int, Field(ge=1, le=10**12), Integral] | None = Field(
         None,
         description="assumed rows per group, for AVG, VARIANCE and STDDEV (whose width "
         "depends on it); a guess, never read from the data",
@@ -624,7 +731,7 @@ class TuneRequest(_Request):
     workload_epsilon: Positive = Field(
         1.0, description="ε of the workload the proposal's error is computed for (free)"
     )
-    groups: Annotated[int, Field(ge=1, le=10**9)] = Field(
+    groups: Annotated[int, Field(ge=1, le=10**9), Integral] = Field(
         1, description="the workload's number of groups (a public number)"
     )
     apply: bool = Field(
