@@ -54,7 +54,7 @@ def url(server: PostgresServer) -> str:
     name = f"cli_{next(_names)}"
     with psycopg.connect(server.dsn(), autocommit=True) as admin:
         admin.execute(f"CREATE DATABASE {name}")
-    return server.dsn(database=name)
+    return str(server.dsn(database=name))
 
 
 def test_budget_and_verify_read_a_postgresql_ledger_named_by_the_config(

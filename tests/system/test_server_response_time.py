@@ -191,11 +191,13 @@ def check_policy_off_is_flagged(latency: np.ndarray, matched: np.ndarray) -> Non
     )
 
 
+@pytest.mark.slow  # ~40 s with its control; the default suite keeps the deadline tests below
 def test_latency_does_not_track_rows_matched(tmp_path: Path) -> None:
     (tmp_path / "on").mkdir()
     check_policy_on(*measure(tmp_path / "on", POLICY_ON, N_DEFAULT, CLIENTS))
 
 
+@pytest.mark.slow
 def test_negative_control_without_the_policy_latency_tracks_rows_matched(tmp_path: Path) -> None:
     latency, matched, status = measure(tmp_path, '"off"', N_DEFAULT, 1)
     assert set(status) == {200}

@@ -45,7 +45,7 @@ ST = Path(sys.executable).with_name("st")
 RESPONSE_TIME = "response_time = { deadline = 1.0 }"
 """The fixture's response-time policy (src/deniable/server/timing.py), off in these tests."""
 
-MAX_TIME = 30
+MAX_TIME = 20
 """Seconds of fuzzing (the run's length; the test's own start and stop add ~10 s)."""
 
 SCHEMATHESIS_TOML = """\

@@ -305,7 +305,8 @@ def test_a_revoked_name_is_never_given_to_someone_else(tmp_path: Path) -> None:
 def test_the_http_service_refuses_an_allowance_for_an_unknown_analyst(tmp_path: Path) -> None:
     from deniable.ledger import Principal
     from deniable.server.config import load_config
-    from deniable.server.service import Service, UnknownResource
+    from deniable.server.errors import UnknownResource
+    from deniable.server.service import Service
 
     config = load_config(copy_example(tmp_path))
     with Ledger(config.ledger) as led:

@@ -10,7 +10,7 @@ through :class:`~deniable.ledger.chain.Write` in the same transaction.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from fractions import Fraction
 from typing import Any, Literal
@@ -44,21 +44,29 @@ from deniable.ledger.records import (
 from deniable.ledger.store import Tx
 
 
-def all_spent(conn: Tx) -> dict[str, dict[str, str]]:
-    """Every dataset's exact spent total (in its cap's kind) as loss JSON."""
+def all_spent(conn: Tx, *, also: Iterable[str] = ()) -> dict[str, dict[str, str]]:
+    """Every dataset's exact spent total (in its cap's kind) as loss JSON.
+
+    The registered datasets, and those of ``also`` (the previous anchor's) that have charges
+    but no registration — budget lost by a rollback, acknowledged on a database that does not
+    know the dataset (yet) — counted in their first charge's kind. Each is one indexed read:
+    nothing here scans the charges, which a host whose anchor lags behind another host's
+    writes runs on every charge.
+    """
     out: dict[str, dict[str, str]] = {}
     caps = {
         r[0]: decode_loss(r[1:5])
         for r in conn.execute("SELECT name, loss_type, epsilon, delta, rho FROM datasets")
     }
-    # Datasets with charges but no registration (budget lost by a rollback, acknowledged on
-    # a database that does not know the dataset yet) count in their first charge's kind.
     registered = set(caps)
-    for row in conn.execute(
-        "SELECT dataset, loss_type, epsilon, delta, rho FROM charges WHERE id IN "
-        "(SELECT MIN(id) FROM charges GROUP BY dataset)"
-    ):
-        caps.setdefault(row[0], decode_loss(row[1:5]))
+    for name in sorted(set(also) - registered):
+        row = conn.execute(
+            "SELECT loss_type, epsilon, delta, rho FROM charges WHERE dataset = ? "
+            "ORDER BY id LIMIT 1",
+            (name,),
+        ).fetchone()
+        if row is not None:
+            caps[name] = decode_loss(row)
     for name, cap in sorted(caps.items()):
         if name in registered:
             out[name] = dataset_spent(conn, name, cap, accountant_of(conn, name))

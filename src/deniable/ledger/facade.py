@@ -591,7 +591,7 @@ class Ledger:
             or prev.ledger_id != self._ledger_id
             or prev.seq != w.start
         ):
-            return all_spent(w.conn)
+            return all_spent(w.conn, also=() if prev is None else prev.spent)
         spent = dict(prev.spent)
         spent.update(w.spent)
         return spent

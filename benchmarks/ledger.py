@@ -1,0 +1,426 @@
+"""Benchmark: a ledger with a long history (10⁵ and 10⁶ charges) on SQLite and PostgreSQL.
+
+Issue 22's goals, each measured on both backends against an empty ledger (one registered
+dataset) in the same run — the floor every ratio is taken to:
+
+* **open** (``Ledger(...)``: connect, check the schema, verify from the checkpoint the anchor
+  vouches for), median of 5 — goal: under 50 ms whatever the size;
+* **charge** latency (``Ledger.charge``: admission, chain entry, commit, anchor file), p50
+  and p99 of 200 — goal: p99 ≤ 20 ms on SQLite, ≤ 30 ms on PostgreSQL on a local server;
+* **history**: one analyst's charges (``Ledger.history(dataset, analyst=...)``, an indexed
+  read of 1 charge in 10,000), median of 5, and the whole dataset's history once (every row
+  decoded; linear in what it returns);
+* **verify**: from the vouched checkpoint (what opening does) and in full (the whole chain
+  replayed, every row compared), once each;
+* **sustained charges/s across 4 worker processes** on one PostgreSQL ledger, 5 s of
+  charging after a common start — goal: 1,000/s — as one host's workers (one anchor, one
+  lock file) and as four hosts (an anchor each, enrolled with a copy of the current one).
+
+The ledgers are built through the ledger's own write path (``insert_charge`` in a trusted
+write: chain entries, checkpoints every 1,000 entries, the anchor), 1,000 charges per
+transaction; admission is skipped while building (it reads only the rows after the last
+checkpoint, so it does not change what is measured). Sizes are cumulative: the 10⁶ ledger is
+the 10⁵ one grown. Charges are by four analysts ``a0``..``a3`` in turn, and every 10,000th
+by ``rare`` (the indexed history).
+
+PostgreSQL is a throwaway local server (``tests/conformance/_postgres.py``: initdb + pg_ctl on
+a temporary directory) with durable settings (``fsync``, ``synchronous_commit`` and
+``full_page_writes`` on), as a deployment would run it.
+
+Run: ``.venv/bin/python benchmarks/ledger.py`` (``--sizes 100000,1000000``,
+``--backends sqlite,postgresql``); writes ``benchmarks/results/ledger.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests" / "conformance"))
+
+from deniable.accounting.loss import Epsilon  # noqa: E402
+from deniable.ledger import Ledger  # noqa: E402
+from deniable.ledger.budget import insert_charge  # noqa: E402
+from deniable.ledger.records import encode_details, utc_now  # noqa: E402
+
+OUT = ROOT / "benchmarks" / "results" / "ledger.md"
+SIZES = (100_000, 1_000_000)
+BATCH = 1_000
+OPENS = 5
+CHARGES = 200
+WORKERS = 4
+SUSTAIN_SECONDS = 5.0
+PG_SETTINGS = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"}
+TINY = Epsilon(epsilon=Fraction(1, 10**9))
+LOAD = os.getloadavg()
+GOAL_OPEN_MS = 50.0
+GOAL_P99_MS = {"sqlite": 20.0, "postgresql": 30.0}
+GOAL_PER_SECOND = 1000.0
+
+
+@dataclass
+class Figures:
+    """What was measured on one ledger (seconds)."""
+
+    size: int
+    build: float = 0.0
+    open: float = 0.0
+    p50: float = 0.0
+    p99: float = 0.0
+    anchor_p50: float = 0.0
+    history_one: float = 0.0
+    history_all: float = 0.0
+    history_rows: int = 0
+    verify: float = 0.0
+    verify_full: float = 0.0
+    per_second: float | None = None
+    per_second_hosts: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def grow(location: str, anchor: str, start: int, stop: int) -> float:
+    """Add charges ``start``..``stop - 1`` in batches of 1,000; return the seconds taken."""
+    details = encode_details({"mechanism": "geometric"})
+    began = time.perf_counter()
+    with Ledger(location, anchor=anchor) as ledger:
+        ledger.register("d", Epsilon(epsilon=10**6))
+        done = start
+        while done < stop:
+            with ledger._write("trusted") as w:  # the ledger's own write path, batched
+                for i in range(done, min(stop, done + BATCH)):
+                    insert_charge(
+                        w,
+                        dataset="d",
+                        analyst="rare" if i % 10_000 == 0 else f"a{i % 4}",
+                        query_key=f"k{i}",
+                        query_text="SELECT COUNT(*) FROM t",
+                        loss=TINY,
+                        now=utc_now(),
+                        details_json=details,
+                        idempotency_key=None,
+                    )
+            done = min(stop, done + BATCH)
+    return time.perf_counter() - began
+
+
+def median_time(action: Callable[[], object], repeats: int) -> float:
+    """Median seconds of ``action`` over ``repeats`` calls."""
+    times = []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - began)
+    return statistics.median(times)
+
+
+def measure(location: str, anchor: str, size: int, *, whole_history: bool) -> Figures:
+    """Every single-process figure of the ledger at ``location`` (it is grown by 200)."""
+    fig = Figures(size=size)
+
+    def open_close() -> None:
+        with Ledger(location, anchor=anchor) as ledger:
+            assert not ledger.tampered, ledger.verify().problems
+
+    fig.open = median_time(open_close, OPENS)
+    import deniable.ledger.facade as facade
+
+    write_anchor = facade.write_anchor  # type: ignore[attr-defined]
+    anchor_times: list[float] = []
+
+    def timed_anchor(*args: Any) -> None:
+        began = time.perf_counter()
+        write_anchor(*args)
+        anchor_times.append(time.perf_counter() - began)
+
+    facade.write_anchor = timed_anchor  # type: ignore[attr-defined,assignment]
+    with Ledger(location, anchor=anchor) as ledger:
+        times = []
+        for i in range(CHARGES):
+            began = time.perf_counter()
+            ledger.charge("d", TINY, analyst=f"a{i % 4}", query_key=f"bench{size}-{i}",
+                          query_text="SELECT COUNT(*) FROM t")  # fmt: skip
+            times.append(time.perf_counter() - began)
+        facade.write_anchor = write_anchor  # type: ignore[attr-defined]
+        fig.anchor_p50 = statistics.median(anchor_times)
+        times.sort()
+        fig.p50 = statistics.median(times)
+        fig.p99 = times[min(CHARGES - 1, round(0.99 * CHARGES))]
+        fig.history_one = median_time(lambda: ledger.history("d", analyst="rare"), OPENS)
+        if whole_history:
+            began = time.perf_counter()
+            fig.history_rows = len(ledger.history("d"))
+            fig.history_all = time.perf_counter() - began
+        began = time.perf_counter()
+        report = ledger.verify()
+        fig.verify = time.perf_counter() - began
+        assert report.ok, report.problems
+        began = time.perf_counter()
+        report = ledger.verify(full=True)
+        fig.verify_full = time.perf_counter() - began
+        assert report.ok, report.problems
+    return fig
+
+
+def _worker(location: str, anchor: str, start_at: float, seconds: float, name: str) -> int:
+    """Charge in a loop from ``start_at`` for ``seconds``; return how many were committed."""
+    with Ledger(location, anchor=anchor) as ledger:
+        while time.time() < start_at:
+            time.sleep(0.001)
+        done, stop, i = 0, start_at + seconds, 0
+        while time.time() < stop:
+            ledger.charge("d", TINY, analyst=name, query_key=f"{name}-{i}",
+                          query_text="SELECT COUNT(*) FROM t")  # fmt: skip
+            done += 1
+            i += 1
+    return done
+
+
+def sustained(location: str, anchor: str, tag: str, *, hosts: bool = False) -> float:
+    """Charges per second committed by 4 worker processes together on one ledger.
+
+    ``hosts=False``: the workers of one host (one anchor file and its lock, as ``deniable
+    serve --workers 4``); ``hosts=True``: four hosts of one worker each, each enrolled with
+    a copy of the current anchor (only PostgreSQL's advisory lock is shared).
+    """
+    anchors = [anchor] * WORKERS
+    if hosts:
+        anchors = [f"{anchor}.host{k}" for k in range(WORKERS)]
+        for copy in anchors:
+            shutil.copyfile(anchor, copy)
+    ctx = multiprocessing.get_context("spawn")
+    start_at = time.time() + 3.0  # every worker connected and verified before the start
+    with ctx.Pool(WORKERS) as pool:
+        counts = pool.starmap(
+            _worker,
+            [
+                (location, anchors[k], start_at, SUSTAIN_SECONDS, f"w{tag}{int(hosts)}{k}")
+                for k in range(WORKERS)
+            ],
+        )
+    return sum(counts) / SUSTAIN_SECONDS
+
+
+def run_backend(
+    backend: str, sizes: list[int], directory: Path, url: str | None
+) -> tuple[Figures, list[Figures]]:
+    """The floor (an empty ledger) and each size's figures on one backend."""
+
+    def place(tag: str) -> tuple[str, str]:
+        anchor = str(directory / f"{backend}-{tag}.anchor")
+        if backend == "sqlite":
+            return str(directory / f"{tag}.db"), anchor
+        import psycopg
+
+        assert url is not None
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(f"CREATE DATABASE ledger_{tag}")
+        return url.rsplit("/", 1)[0] + f"/ledger_{tag}", anchor
+
+    empty_at, empty_anchor = place("empty")
+    grow(empty_at, empty_anchor, 0, 0)
+    floor = measure(empty_at, empty_anchor, 0, whole_history=True)
+    if backend == "postgresql":
+        floor.per_second = sustained(empty_at, empty_anchor, "e")
+        floor.per_second_hosts = sustained(empty_at, empty_anchor, "e", hosts=True)
+    print(f"[{backend}] floor: open {floor.open * 1e3:.1f} ms, charge p50 "
+          f"{floor.p50 * 1e3:.2f} / p99 {floor.p99 * 1e3:.2f} ms"
+          + ("" if floor.per_second is None else f", {floor.per_second:.0f} charges/s"),
+          flush=True)  # fmt: skip
+    rows: list[Figures] = []
+    at, anchor = place("long")
+    have = 0
+    for size in sizes:
+        took = grow(at, anchor, have, size)
+        have = size
+        fig = measure(at, anchor, size, whole_history=size <= 100_000)
+        fig.build = took
+        have += CHARGES  # measure() charged these
+        if backend == "postgresql" and size == sizes[-1]:
+            fig.per_second = sustained(at, anchor, "l")
+            fig.per_second_hosts = sustained(at, anchor, "l", hosts=True)
+        rows.append(fig)
+        print(f"[{backend}] {size:,}: built {took:.0f} s; open {fig.open * 1e3:.1f} ms, charge "
+              f"p50 {fig.p50 * 1e3:.2f} / p99 {fig.p99 * 1e3:.2f} ms, history(rare) "
+              f"{fig.history_one * 1e3:.2f} ms, verify {fig.verify * 1e3:.0f} ms / full "
+              f"{fig.verify_full:.1f} s"
+              + ("" if fig.per_second is None else f", {fig.per_second:.0f} charges/s"),
+              flush=True)  # fmt: skip
+    return floor, rows
+
+
+def seconds(value: float) -> str:
+    """A duration for people: µs, ms or s, three significant figures or so."""
+    if value >= 1:
+        return f"{value:,.1f} s"
+    if value >= 1e-3:
+        return f"{value * 1e3:.1f} ms" if value >= 1e-2 else f"{value * 1e3:.2f} ms"
+    return f"{value * 1e6:.0f} µs"
+
+
+def met(ok: bool) -> str:
+    """A goal's verdict."""
+    return "met" if ok else "**not met**"
+
+
+def report(results: dict[str, tuple[Figures, list[Figures]]], command: str, total: float) -> str:
+    """The markdown section."""
+    lines = [
+        "## Ledger: 10⁵ and 10⁶ charges on SQLite and PostgreSQL",
+        "",
+        "Each figure as a ratio to the same measurement on an empty ledger (one registered",
+        "dataset) on the same backend in the same run, then the absolute value. Open: median of",
+        f"{OPENS}; charge: p50/p99 of {CHARGES} `Ledger.charge` calls (admission, chain entry,",
+        "durable commit, anchor file); history (one analyst): `Ledger.history(d,",
+        "analyst=...)` returning 1 charge in 10,000, median of 5; verify: from the vouched",
+        "checkpoint (what opening does) and in full (whole chain replayed, every row compared).",
+        "PostgreSQL: a local server started by the benchmark with `fsync`,",
+        "`synchronous_commit` and `full_page_writes` on.",
+        "",
+        (
+            "| backend | charges | open | charge p50 | charge p99 | history (one analyst) "
+            "| verify | verify --full |"
+        ),
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+
+    def cell(value: float, base: float) -> str:
+        ratio = value / base if base > 0 else float("nan")
+        return f"{ratio:,.2f}× ({seconds(value)})"
+
+    for backend, (floor, rows) in results.items():
+        lines.append(
+            f"| {backend} | 0 (floor) | {seconds(floor.open)} | {seconds(floor.p50)} "
+            f"| {seconds(floor.p99)} | {seconds(floor.history_one)} "
+            f"| {seconds(floor.verify)} | {seconds(floor.verify_full)} |"
+        )
+        for f in rows:
+            lines.append(
+                f"| {backend} | {f.size:,} | {cell(f.open, floor.open)} "
+                f"| {cell(f.p50, floor.p50)} | {cell(f.p99, floor.p99)} "
+                f"| {cell(f.history_one, floor.history_one)} | {cell(f.verify, floor.verify)} "
+                f"| {cell(f.verify_full, floor.verify_full)} |"
+            )
+    lines += ["", "Goals (issue 22), at the largest size measured:", ""]
+    for backend, (floor, rows) in results.items():
+        if not rows:
+            continue
+        last = rows[-1]
+        p99_goal = GOAL_P99_MS[backend]
+        lines.append(
+            f"- {backend}, {last.size:,} charges: open {last.open * 1e3:.1f} ms (goal < 50 ms: "
+            f"{met(last.open * 1e3 < GOAL_OPEN_MS)}); charge p99 {last.p99 * 1e3:.1f} ms "
+            f"(goal ≤ {p99_goal:.0f} ms: {met(last.p99 * 1e3 <= p99_goal)})"
+        )
+        if last.per_second is not None and floor.per_second is not None:
+            lines.append(
+                f"- postgresql, {WORKERS} worker processes charging one ledger for "
+                f"{SUSTAIN_SECONDS:.0f} s: {last.per_second:,.0f} charges/s at {last.size:,} "
+                f"charges, {floor.per_second:,.0f}/s on the empty ledger (ratio "
+                f"{last.per_second / floor.per_second:.2f}); goal 1,000/s: "
+                f"{met(last.per_second >= GOAL_PER_SECOND)}"
+            )
+        if last.per_second_hosts is not None and floor.per_second_hosts is not None:
+            lines.append(
+                f"- postgresql, {WORKERS} hosts of one worker each (own anchor files; only the "
+                f"advisory lock shared): {last.per_second_hosts:,.0f} charges/s at "
+                f"{last.size:,} charges, {floor.per_second_hosts:,.0f}/s on the empty ledger; "
+                f"goal 1,000/s: {met(last.per_second_hosts >= GOAL_PER_SECOND)}"
+            )
+    for backend, (floor, rows) in results.items():
+        if rows:
+            last = rows[-1]
+            lines.append(
+                f"- where a {backend} charge's time goes ({last.size:,} charges): p50 "
+                f"{seconds(last.p50)}, of which {seconds(last.anchor_p50)} writing the anchor "
+                f"file (floor {seconds(floor.anchor_p50)}), the rest the database transaction "
+                "(admission, two inserts, a durable commit)"
+            )
+    lines += [
+        "",
+        "The workers' charges are serialised — that is what makes admission exact — by the",
+        "host's anchor lock (one host) and PostgreSQL's advisory lock (every host), so their",
+        "throughput is one over the time a charge holds them: a durable commit, and on one host",
+        "also the anchor file written after it. Reaching 1,000/s would need a charge to hold",
+        "them under 1 ms on this disk (e.g. by committing several waiting charges in one",
+        "transaction); that is not done.",
+    ]
+    lines += ["", "Building the ledgers (the real write path, 1,000 charges per transaction):"]
+    for backend, (_, rows) in results.items():
+        for f in rows:
+            lines.append(f"{backend} to {f.size:,} charges in {f.build:.0f} s;")
+    for backend, (_, rows) in results.items():
+        for f in rows:
+            if f.history_rows:
+                lines.append(
+                    f"the whole history of {f.history_rows:,} charges ({backend}) read in "
+                    f"{f.history_all:.2f} s ({f.history_all / f.history_rows * 1e6:.1f} µs a "
+                    "charge: linear in what it returns)."
+                )
+    lines += [
+        "",
+        (
+            f"Machine: {os.cpu_count()} cores, Python {platform.python_version()}; load average "
+            f"{LOAD[0]:.1f} at the start and {os.getloadavg()[0]:.1f} at the end (other work was "
+            f"running: absolute times are noisy, ratios less so); the whole run took "
+            f"{total / 60:.1f} min."
+        ),
+        "",
+        f"Reproduce: `{command}`.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    """Measure each backend, print progress, write ``benchmarks/results/ledger.md``."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default=",".join(str(s) for s in SIZES))
+    parser.add_argument("--backends", default="sqlite,postgresql")
+    parser.add_argument("--out", default=str(OUT))
+    args = parser.parse_args()
+    sizes = sorted(int(s) for s in args.sizes.split(","))
+    backends = [b.strip() for b in args.backends.split(",")]
+    global LOAD
+    LOAD = os.getloadavg()
+    began = time.perf_counter()
+    results: dict[str, tuple[Figures, list[Figures]]] = {}
+    with tempfile.TemporaryDirectory() as d:
+        server = None
+        try:
+            for backend in backends:
+                url = None
+                if backend == "postgresql":
+                    from _postgres import PostgresServer  # type: ignore[import-not-found]
+
+                    server = PostgresServer(settings=PG_SETTINGS)
+                    url = server.dsn()
+                results[backend] = run_backend(backend, sizes, Path(d), url)
+        finally:
+            if server is not None:
+                server.stop()
+    command = ".venv/bin/python benchmarks/ledger.py"
+    if args.sizes != ",".join(str(s) for s in SIZES):
+        command += f" --sizes {args.sizes}"
+    if args.backends != "sqlite,postgresql":
+        command += f" --backends {args.backends}"
+    text = report(results, command, time.perf_counter() - began)
+    Path(args.out).write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
