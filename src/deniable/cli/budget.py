@@ -36,14 +36,15 @@ def command(
 ) -> None:
     """Cap, spent and remaining budget per dataset, and per analyst with an allowance."""
     path, anchor = ledger_location(config_path, ledger_path)
-    with open_ledger(path, anchor=anchor) as ledger:
+    with open_ledger(path, anchor=anchor, read_only=True) as ledger:
+        shown = ledger.path  # a URL without its password
         names = [dataset] if dataset is not None else dataset_names(ledger, config_path)
         analysts = [a.name for a in ledger.analysts()]
         report = [_dataset_budget(ledger, name, analysts) for name in names]
     if as_json:
         emit_json(
             {
-                "ledger": str(path),
+                "ledger": shown,
                 "datasets": [
                     {
                         "dataset": d["dataset"],
@@ -66,7 +67,7 @@ def command(
         )
         return
     out = console()
-    title = f"budget ({path})"
+    title = f"budget ({shown})"
     table = Table()
     for col in ("dataset", "analyst", "cap / allowance", "spent", "remaining"):
         table.add_column(col)
