@@ -156,9 +156,13 @@ def test_unopenable_path_is_a_ledger_error_with_its_cause(tmp_path: Path) -> Non
     assert isinstance(info.value.__cause__, sqlite3.Error)
 
 
-def test_a_non_durable_in_memory_ledger_is_refused() -> None:
+def test_a_non_durable_in_memory_ledger_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(LedgerError, match="WAL"):
         Ledger(":memory:")
+    assert list(tmp_path.iterdir()) == []  # no ':memory:.anchor' left in the working directory
 
 
 def test_closed_ledger_refuses_work(path: Path) -> None:

@@ -236,6 +236,12 @@ class Ledger:
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
             raise InvalidParameter("timeout must be a positive number of seconds")
         location = os.fspath(path)
+        if location == ":memory:" or location.startswith("file::memory:"):
+            # Refused before anything is opened or written (no anchor file in the cwd).
+            raise LedgerError(
+                "an in-memory ledger is not durable (it forgets every charge when it closes, "
+                "and cannot use the WAL journal a ledger needs): give a file path"
+            )
         self._read_only = bool(read_only)
         self._timeout = float(timeout)
         self._lock = threading.RLock()
