@@ -18,7 +18,7 @@ import datetime as _dt
 import math
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 import numpy as np
 import pandas as pd
@@ -403,7 +403,28 @@ def _aggregate(a: AggregateSpec) -> b.Expr:
     return agg if a.alias is None else agg.alias(a.alias)
 
 
-class QueryRequest(_Request):
+class _QueryForm(_Request):
+    """A request naming a query: SQL text or the builder's JSON form, exactly one."""
+
+    not_null = ("sql", "builder")
+
+    sql: Annotated[str, Field(min_length=1, max_length=20_000)] | SkipJsonSchema[None] = Field(
+        None, description="the query as SQL text (or give builder)", json_schema_extra=_no_default
+    )
+    builder: BuilderQuery | SkipJsonSchema[None] = Field(
+        None,
+        description="the query in the builder's JSON form (or give sql)",
+        json_schema_extra=_no_default,
+    )
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Self:
+        if (self.sql is None) == (self.builder is None):
+            raise ValueError("give exactly one of sql and builder")
+        return self
+
+
+class QueryRequest(_QueryForm):
     """A query: SQL text or the builder's JSON form, and what to spend on it."""
 
     model_config = ConfigDict(
@@ -429,16 +450,6 @@ class QueryRequest(_Request):
         },
     )
 
-    not_null = ("sql", "builder")
-
-    sql: Annotated[str, Field(min_length=1, max_length=20_000)] | SkipJsonSchema[None] = Field(
-        None, description="the query as SQL text (or give builder)", json_schema_extra=_no_default
-    )
-    builder: BuilderQuery | SkipJsonSchema[None] = Field(
-        None,
-        description="the query in the builder's JSON form (or give sql)",
-        json_schema_extra=_no_default,
-    )
     epsilon: Spend | None = Field(None, description="ε to spend (ε and (ε, δ) budgets)")
     delta: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = Field(
         None, description="δ to spend on selecting private group keys"
@@ -452,12 +463,6 @@ class QueryRequest(_Request):
         description="clip counts and their interval ends at 0 (free post-processing, biased "
         "upward near 0); by default counts are unbiased and may be negative",
     )
-
-    @model_validator(mode="after")
-    def _one_form(self) -> QueryRequest:
-        if (self.sql is None) == (self.builder is None):
-            raise ValueError("give exactly one of sql and builder")
-        return self
 
 
 class IntervalOut(_Model):
@@ -573,7 +578,7 @@ def scalars(values: tuple[object, ...]) -> list[Scalar]:
 Positive = Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)]
 
 
-class AccuracyRequest(_Request):
+class AccuracyRequest(_QueryForm):
     """A dry run: the accuracy a query would get, and optionally the least loss for a target.
 
     Give the query (``sql`` or ``builder``) and either the loss to spend (``epsilon``;
@@ -600,16 +605,6 @@ class AccuracyRequest(_Request):
         },
     )
 
-    not_null = ("sql", "builder")
-
-    sql: Annotated[str, Field(min_length=1, max_length=20_000)] | SkipJsonSchema[None] = Field(
-        None, description="the query as SQL text (or give builder)", json_schema_extra=_no_default
-    )
-    builder: BuilderQuery | SkipJsonSchema[None] = Field(
-        None,
-        description="the query in the builder's JSON form (or give sql)",
-        json_schema_extra=_no_default,
-    )
     epsilon: Spend | None = Field(None, description="ε the query would spend")
     delta: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = Field(
         None, description="δ it would spend on selecting private group keys"
@@ -628,12 +623,6 @@ class AccuracyRequest(_Request):
         description="wanted half-widths by output name (user units): the answer then "
         "includes the least loss that meets every one",
     )
-
-    @model_validator(mode="after")
-    def _one_form(self) -> AccuracyRequest:
-        if (self.sql is None) == (self.builder is None):
-            raise ValueError("give exactly one of sql and builder")
-        return self
 
 
 class OutputAccuracyOut(_Model):
