@@ -108,27 +108,3 @@ def test_accuracy_and_budget_for_through_the_session(tmp_path: Path) -> None:
     assert s.budget.spent == Epsilon(epsilon=0)
     with pytest.raises(InvalidParameter, match="leave them out"):
         s.budget_for(q, {"n": 20}, epsilon=1)
-
-
-def test_tune_proposes_clamps_from_dp_quantiles(tmp_path: Path) -> None:
-    rng = np.random.default_rng(5)
-    people = 4000
-    frame = pd.DataFrame(
-        {
-            "uid": np.arange(people),
-            "cost": np.round(rng.lognormal(mean=6, sigma=1, size=people), 2),
-        }
-    )
-    s = Session(budget=EpsilonDelta(epsilon=100, delta=0), ledger=tmp_path / "c.db")
-    s.add_table("bills", frame, privacy_unit="uid", max_groups=1, max_rows=1)
-    report = s.tune("bills", epsilon=40, clamps={"cost": (0, 20_000)}, apply=True)
-    assert s.budget.spent == EpsilonDelta(epsilon=40, delta=0)  # histograms + quantiles
-    low, high = report.clamps["cost"]
-    true_low, true_high = np.quantile(frame["cost"], [0.05, 0.95])
-    # ε = 10 per quantile on a 0.2-wide grid: within a few rows of rank of the truth
-    assert abs(low - true_low) < 0.05 * true_low
-    assert abs(high - true_high) < 0.05 * true_high
-    bounds = s.tables["bills"].policy.bounds["cost"]
-    assert (float(bounds.lower), float(bounds.upper)) == pytest.approx((low, high))
-    with pytest.raises(InvalidParameter, match="clamp_quantiles"):
-        s.tune("bills", epsilon=1, clamps={"cost": (0, 10)}, clamp_quantiles=(0.9, 0.1))

@@ -334,8 +334,13 @@ def loss_text(loss: PrivacyLoss | None) -> str:
     return "—" if loss is None else show_loss(loss)
 
 
-def parse_bounds(items: Sequence[str]) -> dict[str, tuple[Fraction, Fraction]]:
-    """``col=lo:hi`` items as clamping ranges (public choices, never read from the data)."""
+def parse_bounds(
+    items: Sequence[str], *, option: str = "--bounds"
+) -> dict[str, tuple[Fraction, Fraction]]:
+    """``col=lo:hi`` items as ranges (public choices, never read from the data).
+
+    ``option`` names the flag in the message of a malformed item.
+    """
     out: dict[str, tuple[Fraction, Fraction]] = {}
     for item in items:
         col, sep, rng = item.partition("=")
@@ -346,7 +351,7 @@ def parse_bounds(items: Sequence[str]) -> dict[str, tuple[Fraction, Fraction]]:
             out[col.strip()] = (Fraction(lo.strip()), Fraction(hi.strip()))
         except (ValueError, ZeroDivisionError):
             raise click.BadParameter(
-                f"{item!r}: write COLUMN=LOWER:UPPER, e.g. age=0:120", param_hint="--bounds"
+                f"{item!r}: write COLUMN=LOWER:UPPER, e.g. age=0:120", param_hint=option
             ) from None
     return out
 

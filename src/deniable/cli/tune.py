@@ -4,8 +4,11 @@ On a local file (``--data FILE --unit COLUMN``) with its ledger (``--ledger PATH
 budget ``--budget`` when the ledger is new): spends ``--epsilon`` (pure ε-DP) on four DP
 contribution histograms and prints the candidate ``max_groups``/``max_rows`` ranked by the
 expected error per group of a ``COUNT(*) … GROUP BY --group-by`` over ``--groups`` groups at
-``--workload-epsilon`` (:mod:`deniable.curator.tune`). ``--plot FILE.png`` draws the
-trade-off.
+``--workload-epsilon`` (:mod:`deniable.curator.tune`). ``--clamp COL=LO:HI`` (repeatable)
+also proposes a clamping range for each numeric column within that public search range,
+the one with the least expected error for a ``SUM`` (or ``AVG``: ``--clamp-workload``) per
+group (:mod:`deniable.curator.clamps`; half of ``--epsilon`` then measures the values).
+``--plot FILE.png`` draws the trade-off.
 
 ``--non-private`` prints the curator's exact analysis instead (the share of rows each
 candidate keeps): it reads the data exactly, adds no noise, charges nothing and is labelled
@@ -32,6 +35,7 @@ from deniable.cli.common import (
     json_option,
     loss_text,
     open_ledger,
+    parse_bounds,
 )
 from deniable.cli.query import LOCAL_ANALYST, table_name_of
 
@@ -56,6 +60,20 @@ from deniable.cli.query import LOCAL_ANALYST, table_name_of
     show_default=True,
     help="Groups of the workload (e.g. the size of the --group-by domain).",
 )
+@click.option(
+    "--clamp",
+    "clamps",
+    multiple=True,
+    metavar="COL=LO:HI",
+    help="Propose a clamping range for COL within this public search range (repeatable).",
+)
+@click.option(
+    "--clamp-workload",
+    type=click.Choice(["sum", "avg"]),
+    default="sum",
+    show_default=True,
+    help="The aggregate the clamping ranges are chosen for.",
+)
 @click.option("--ledger", "ledger_path", type=click.Path(path_type=Path), default=None)
 @click.option("--dataset", default=None, help="The ledger's name of the dataset (default: table).")
 @fraction_option("--budget", help="The dataset's total ε, when the ledger is new.")
@@ -76,6 +94,8 @@ def command(
     epsilon: Fraction | None,
     workload_epsilon: Fraction | None,
     groups: int,
+    clamps: tuple[str, ...],
+    clamp_workload: str,
     ledger_path: Path | None,
     dataset: str | None,
     budget: Fraction | None,
@@ -89,6 +109,8 @@ def command(
     Examples:
       deniable tune --data visits.csv --unit patient_id --group-by dept --groups 5 \
           --epsilon 0.3 --workload-epsilon 1 --ledger visits.ledger --budget 3
+      deniable tune --data visits.csv --unit patient_id --group-by dept --groups 5 \
+          --clamp cost=0:1000000 --clamp-workload avg --epsilon 0.5 --ledger visits.ledger
       deniable tune --data visits.csv --unit patient_id --group-by dept --non-private
     """
     from deniable.accounting.loss import Epsilon
@@ -99,6 +121,10 @@ def command(
         if non_private:
             if epsilon is not None:
                 raise click.UsageError("--non-private spends nothing: leave --epsilon out")
+            if clamps:
+                raise click.UsageError(
+                    "--non-private analyses contribution bounds only: leave --clamp out"
+                )
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="deniable-"))
             session = stack.enter_context(
                 Session(budget=Epsilon(epsilon=1), ledger=Path(tmp) / "scratch.db")
@@ -127,31 +153,51 @@ def command(
             group_by=list(group_by),
             workload_epsilon=workload_epsilon or 1,
             groups=groups,
+            clamps=parse_bounds(clamps, option="--clamp") or None,
+            clamp_workload="avg" if clamp_workload == "avg" else "sum",
         )
         remaining = session.budget.remaining
     frame = report.to_pandas()
     best = report.best
     if plot_path is not None:
         report.plot().savefig(plot_path, dpi=120, bbox_inches="tight")
+    charged = epsilon  # the contribution histograms, and with --clamp the value histograms
     if as_json:
         emit_json(
             {
-                "charged": {"epsilon": str(report.histograms.epsilon)},
+                "charged": {"epsilon": str(charged)},
                 "best": {"max_groups": best.max_groups, "max_rows": best.max_rows},
                 "candidates": frame.to_dict(orient="records"),
+                "clamps": {
+                    c: {
+                        "low": lo,
+                        "high": hi,
+                        "workload": report.clamp_workload,
+                        "trade_off": report.clamp_table(c).to_dict(orient="records"),
+                    }
+                    for c, (lo, hi) in report.clamps.items()
+                },
                 "remaining": loss_text(remaining),
             }
         )
         return
     out = console()
     out.print(
-        f"measured with ε = {float(report.histograms.epsilon):g} (charged; remaining "
+        f"measured with ε = {float(charged):g} (charged; remaining "
         f"{loss_text(remaining)}); proposal for COUNT(*) over {groups} group(s) at workload "
         f"ε = {float(report.workload_epsilon):g}: max_groups = {best.max_groups}, "
         f"max_rows = {best.max_rows}",
         soft_wrap=True,
     )
     out.print(frame.to_string(index=False), soft_wrap=True)
+    for column, (low, high) in report.clamps.items():
+        out.print(
+            f"clamping range for {column}: [{low:.6g}, {high:.6g}] — the least expected error "
+            f"of one {report.clamp_workload.upper()}({column}) per group at workload ε = "
+            f"{float(report.workload_epsilon):g} (pass --bounds {column}={low:.6g}:{high:.6g})",
+            soft_wrap=True,
+        )
+        out.print(report.clamp_table(column).to_string(index=False), soft_wrap=True)
 
 
 def _cap(ledger: Any, dataset: str | None) -> Any:

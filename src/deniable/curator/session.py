@@ -31,6 +31,13 @@ from sqlglot import exp
 from deniable.accounting.amplification import sampling_rate
 from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho, exact
 from deniable.accounting.renyi import ZCDPAccountant, ZCDPFilter
+from deniable.curator.clamps import (
+    ClampChoice,
+    Workload,
+    choose_clamps,
+    value_edges,
+    value_histograms,
+)
 from deniable.curator.tune import (
     TuneReport,
     UtilityAnalysis,
@@ -52,7 +59,7 @@ from deniable.query.accuracy import AccuracyReport
 from deniable.query.accuracy import accuracy as query_accuracy
 from deniable.query.accuracy import budget_for as query_budget_for
 from deniable.query.answer import Answer, show_loss
-from deniable.query.builder import Query, quantile
+from deniable.query.builder import Query
 from deniable.query.catalog import (
     MAX_PUBLIC_KEYS,
     ROW,
@@ -65,7 +72,7 @@ from deniable.query.catalog import (
     make_policy,
 )
 from deniable.query.diagnostics import bounding_diagnostics
-from deniable.query.execute import execute, run_bounded
+from deniable.query.execute import execute, precheck_budget, run_bounded
 from deniable.query.plan import QUANTILE_GRID, DPPlan
 from deniable.query.program import QueryOptions, QueryProgram, plans_at
 from deniable.query.program import compile as compile_query
@@ -841,7 +848,7 @@ class Session:
         workload_epsilon: float | Fraction = 1,
         groups: int = 1,
         clamps: Mapping[str, Sequence[float | int | Fraction]] | None = None,
-        clamp_quantiles: tuple[float, float] = (0.05, 0.95),
+        clamp_workload: Workload = "sum",
         apply: bool = False,
         analyst: str | None = None,
     ) -> TuneReport:
@@ -855,12 +862,15 @@ class Session:
         policy (:meth:`set_bounds`).
 
         ``clamps`` maps numeric columns to a public *search range* ``(lo, hi)``: each gets a
-        proposed clamping range from two DP quantiles (``clamp_quantiles``, on a
-        100,000-step grid over the range, bounded by the best candidate's ``max_groups``
-        and ``max_rows``: the ordinary quantile release, charged like any query). Then half
-        of ``epsilon`` goes to the histograms and the other half is split evenly between
-        the columns; ``apply=True`` also sets those bounds. ``analyst``: who the charges
-        are recorded under (default: the session's analyst).
+        DP histogram of its values on a public grid over the range (at most
+        ``max_groups·max_rows`` of the best candidate's rows a person:
+        :mod:`deniable.curator.clamps`), and the proposed clamping range is the one that
+        minimises the expected error (clamping bias and noise) of one ``SUM`` (or ``AVG``:
+        ``clamp_workload``) of the column per group, at ``workload_epsilon`` under the best
+        candidate's bounds. Then half of ``epsilon`` goes to the contribution histograms and
+        the other half to the value histograms (one charge each); ``apply=True`` also sets
+        those bounds. ``analyst``: who the charges are recorded under (default: the
+        session's analyst).
 
         Raises:
             InvalidParameter: an unknown table or column, a table without a privacy unit
@@ -875,11 +885,25 @@ class Session:
                 "adds one row, so there are no contribution bounds to tune"
             )
         columns = [info.column(g).name for g in group_by]
-        search = {info.column(c).name: r for c, r in (clamps or {}).items()}
-        lo_q, hi_q = (Fraction(q).limit_denominator(10**6) for q in clamp_quantiles)
-        if not 0 <= lo_q < hi_q <= 1:
-            raise InvalidParameter("clamp_quantiles must be (low, high) with 0 ≤ low < high ≤ 1")
-        total = Fraction(epsilon)
+        search: dict[str, tuple[float, float]] = {}
+        for c, r in (clamps or {}).items():
+            col = info.column(c)
+            if col.kind not in (ColumnKind.INTEGER, ColumnKind.REAL):
+                raise InvalidParameter(
+                    f"column {col.name!r} is not numeric: only numeric columns have clamps"
+                )
+            if len(r) != 2:
+                raise InvalidParameter(
+                    f"the search range of {col.name!r} must be two numbers (low, high)"
+                )
+            search[col.name] = (float(r[0]), float(r[1]))
+            value_edges(*search[col.name])  # a malformed range is refused before any charge
+        if clamp_workload not in ("sum", "avg"):
+            raise InvalidParameter('clamp_workload must be "sum" or "avg"')
+        total = exact(epsilon, "epsilon")
+        if total <= 0:
+            raise InvalidParameter("epsilon must be > 0 (the privacy loss of the measurement)")
+        precheck_budget(self._ledger, self._dataset, Epsilon(epsilon=total), what="tuning")
         share = total / 2 if search else total
         histograms = contribution_histograms(
             self._engines[info.name],
@@ -896,23 +920,40 @@ class Session:
         choices = tuple(propose(histograms, epsilon=workload_epsilon, groups=groups))
         best = choices[0]
         proposed: dict[str, tuple[float, float]] = {}
-        for column, (low, high) in search.items():
-            question = self.table(info.name).agg(
-                quantile(column, lo_q).alias("lo"), quantile(column, hi_q).alias("hi")
+        clamp_choices: dict[str, tuple[ClampChoice, ...]] = {}
+        if search:
+            values, _ = value_histograms(
+                self._engines[info.name],
+                self._bindings[info.name],
+                info.column(unit),
+                search,
+                rows_per_person=best.max_groups * best.max_rows,
+                ledger=self._ledger,
+                dataset=self._dataset,
+                analyst=analyst or self._analyst,
+                epsilon=total - share,
+                source=self._source,
+                table_name=info.name,
             )
-            answer = self.sql(
-                question,
-                epsilon=(total - share) / len(search),
-                bounds={column: (low, high)},
-                max_groups=best.max_groups,
-                max_rows=best.max_rows,
-                quantile_grid=100_000,
-                analyst=analyst,
-            )
-            frame = answer.to_pandas()
-            proposed[column] = (float(frame["lo"].iloc[0]), float(frame["hi"].iloc[0]))
+            for column, histogram in values.items():
+                ranked = choose_clamps(
+                    histogram,
+                    workload=clamp_workload,
+                    epsilon=workload_epsilon,
+                    max_groups=best.max_groups,
+                    max_rows=best.max_rows,
+                    groups=groups,
+                )
+                clamp_choices[column] = tuple(ranked)
+                proposed[column] = (ranked[0].low, ranked[0].high)
         report = TuneReport(
-            histograms, choices, Fraction(workload_epsilon), groups, clamps=proposed
+            histograms,
+            choices,
+            Fraction(workload_epsilon),
+            groups,
+            clamps=proposed,
+            clamp_choices=clamp_choices,
+            clamp_workload=clamp_workload,
         )
         if apply:
             self.set_bounds(info.name, max_groups=best.max_groups, max_rows=best.max_rows,

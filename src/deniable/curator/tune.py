@@ -50,6 +50,7 @@ import pandas as pd
 from sqlglot import exp
 
 from deniable.accounting.loss import Epsilon, Number, exact
+from deniable.curator.clamps import ClampChoice, error_curve
 from deniable.engines.base import Capabilities, Engine, TableBinding
 from deniable.errors import InvalidParameter
 from deniable.ledger import Ledger
@@ -589,8 +590,11 @@ class TuneReport:
         choices: every candidate policy with its expected error, best first (free).
         workload_epsilon: the ε the workload's error was computed at.
         groups: the workload's number of groups.
-        clamps: proposed clamping ranges ``(low, high)`` by column (two DP quantiles each;
-            empty when no ``clamps`` were asked).
+        clamps: proposed clamping ranges ``(low, high)`` by column, each the least expected
+            error of the clamp workload (empty when no ``clamps`` were asked).
+        clamp_choices: by column, every candidate range with its expected error, best first
+            (:func:`deniable.curator.clamps.choose_clamps`; post-processing).
+        clamp_workload: the aggregate the ranges were chosen for ("sum" or "avg").
     """
 
     histograms: ContributionHistograms
@@ -598,6 +602,8 @@ class TuneReport:
     workload_epsilon: Fraction
     groups: int
     clamps: dict[str, tuple[float, float]] = field(default_factory=dict)
+    clamp_choices: dict[str, tuple[ClampChoice, ...]] = field(default_factory=dict)
+    clamp_workload: str = "sum"
 
     @property
     def best(self) -> Choice:
@@ -619,6 +625,70 @@ class TuneReport:
                 for c in self.choices[:top]
             ]
         )
+
+    def clamp_table(self, column: str, top: int = 10) -> pd.DataFrame:
+        """The trade-off of ``column``'s clamping range: for each upper end, its best range.
+
+        The ``top`` rows around the chosen one (expected error per group, in the workload's
+        units: the column's for a SUM or an AVG).
+
+        Raises:
+            InvalidParameter: no clamps were tuned for ``column``.
+        """
+        curve = error_curve(self._clamp_choices(column))
+        best = self.clamp_choices[column][0]
+        at = next(i for i, c in enumerate(curve) if c.high == best.high)
+        start = max(0, min(at - top // 2, len(curve) - top))
+        return pd.DataFrame(
+            [
+                {
+                    "low": c.low,
+                    "high": c.high,
+                    "bias": float(f"{c.bias:.4g}"),
+                    "noise sd": float(f"{c.noise:.4g}"),
+                    "expected error": float(f"{c.error:.4g}"),
+                    "chosen": c == best,
+                }
+                for c in curve[start : start + top]
+            ]
+        )
+
+    def _clamp_choices(self, column: str) -> tuple[ClampChoice, ...]:
+        if column not in self.clamp_choices:
+            tuned = ", ".join(sorted(self.clamp_choices)) or "none"
+            raise InvalidParameter(
+                f"no clamps were tuned for {column!r} (tuned: {tuned}); pass "
+                "clamps={column: (low, high)} to tune()"
+            )
+        return self.clamp_choices[column]
+
+    def plot_clamps(self, column: str, ax: Axes | None = None) -> Figure:
+        """Expected error per group against the clamping range's upper end (best marked).
+
+        Raises:
+            InvalidParameter: no clamps were tuned for ``column``.
+        """
+        import matplotlib.pyplot as plt
+
+        curve = error_curve(self._clamp_choices(column))
+        best = self.clamp_choices[column][0]
+        if ax is None:
+            _, ax = plt.subplots(figsize=(6.4, 4))
+        fig = ax.get_figure(root=True)
+        assert fig is not None
+        shown = [c for c in curve if c.high > 0] or curve
+        ax.plot([c.high for c in shown], [max(c.error, 1e-12) for c in shown], marker="o", ms=2)
+        ax.scatter([best.high], [max(best.error, 1e-12)], color="C3", zorder=3)
+        if all(c.high > 0 for c in shown):
+            ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(f"upper end of the clamping range of {column} (best lower end each)")
+        ax.set_ylabel(f"expected error per group ({self.clamp_workload.upper()})")
+        ax.set_title(
+            f"best: {column} in [{best.low:.4g}, {best.high:.4g}] "
+            f"(workload ε = {float(self.workload_epsilon):g}, {self.groups} groups)"
+        )
+        return fig
 
     def plot(self, ax: Axes | None = None) -> Figure:
         """Expected error per group against ``max_groups × max_rows`` (best marked)."""
