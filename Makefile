@@ -38,7 +38,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 # Each benchmark writes benchmarks/results/<name>.md; BENCHMARKS.md is assembled from them.
-BENCHES := noise query anonymize compile_join server postgres bigdata spark accounting graph utility diagnostics ledger_open server_timing ledger
+BENCHES := noise query anonymize compile_join server postgres bigdata spark accounting graph utility clamps diagnostics ledger_open server_timing ledger
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	@for b in $(BENCHES); do echo "== $$b"; $(BIN)/python benchmarks/$$b.py || exit 1; done
