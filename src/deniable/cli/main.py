@@ -27,6 +27,7 @@ SUBCOMMANDS = {
     "query": "deniable.cli.query",
     "serve": "deniable.cli.serve",
     "survey": "deniable.cli.survey",
+    "synth": "deniable.cli.synth",
     "tune": "deniable.cli.tune",
 }
 
@@ -43,6 +44,7 @@ SHORT_HELP = {
     "query": "Answer a SQL query with differential privacy.",
     "serve": "Run the HTTP query service.",
     "survey": "Simulate a local-DP survey.",
+    "synth": "Release a DP synthetic table (MST or AIM), charged once.",
     "tune": "Propose contribution bounds from DP contribution histograms.",
 }
 

@@ -80,6 +80,8 @@ from deniable.query.release import ExactAggregates
 from deniable.query.rewrite.compile import CompiledQuery, Secrets, unit_identity_sql
 from deniable.sampling.account import SampleAccount
 from deniable.sqlnames import identifier
+from deniable.synth.release import Synthetic
+from deniable.synth.release import synthesize as synthesize_table
 
 MAX_PUBLIC_ROWS = 1_000_000
 """Largest public lookup table (it is read whole at registration)."""
@@ -974,6 +976,49 @@ class Session:
             self._bindings[info.name],
             info.column(info.policy.privacy_unit),
             [info.column(g).name for g in group_by],
+        )
+
+    def synthesize(
+        self,
+        table: str,
+        *,
+        columns: Sequence[str] | None = None,
+        epsilon: float | Fraction | None = None,
+        delta: float | Fraction | None = None,
+        rho: float | Fraction | None = None,
+        method: str = "aim",
+        rows: int | None = None,
+        bins: int | Mapping[str, int] = 16,
+        analyst: str | None = None,
+        source: RandomSource | None = None,
+    ) -> Synthetic:
+        """Release a DP synthetic table (MST or AIM), charged once to this dataset's ledger.
+
+        The marginals are counted in the table's engine (each person bounded to
+        ``max_rows`` rows), noised with the discrete Gaussian and selected adaptively after
+        one charge of ``(epsilon, delta)`` (basic accountant) or ``rho`` (ρ budgets, zCDP
+        accountant): :mod:`deniable.synth.release`. Numeric columns need declared bounds
+        (``bins`` equal-width bins), other columns declared public keys.
+
+        Raises:
+            InvalidParameter, UnsafeQuery, BudgetExceeded: before anything is spent.
+        """
+        info = self._table_info(table)
+        return synthesize_table(
+            info,
+            self._engines[info.name],
+            self._bindings[info.name],
+            ledger=self._ledger,
+            dataset=self._dataset,
+            analyst=analyst or self._analyst,
+            columns=columns,
+            epsilon=epsilon,
+            delta=delta,
+            rho=rho,
+            method=method,
+            rows=rows,
+            bins=bins,
+            source=source or self._source,
         )
 
     def set_bounds(

@@ -1,0 +1,362 @@
+"""Public bins for synthetic data: each column becomes a small integer domain.
+
+Synthetic data is generated over a discrete domain; this module maps each requested column of
+a registered table to one, from what the curator declared and nothing else (never from the
+data, so that the domain, and every size derived from it, is public):
+
+* a **numeric column with declared bounds** ``[lower, upper]`` gets ``bins`` equal-width
+  bins over the range; values are clamped into it first (a value below ``lower`` lands in
+  the first bin, above ``upper`` in the last). An integer column keeps integer bins: width
+  ``w = ⌈(upper − lower + 1)/bins⌉`` integers, so there may be fewer than ``bins`` of them
+  (one per value when the range is small);
+* a **column with declared public keys** (text, integer or real without bounds) or a
+  **boolean** column (its keys are ``false, true``) gets one cell per key;
+* every column gets **one extra last cell**: NULL (and NaN) for numeric columns, "NULL or any
+  value not among the keys" for keyed columns. It decodes to NULL.
+
+A column without such a declaration is refused (:class:`~deniable.errors.UnsafeQuery`): its
+domain would have to come from the data. The binning is a sqlglot expression (the integer
+cell index of a row, never NULL) rendered in each engine's dialect; it cannot raise on any
+value (the casts it makes apply only to values already clamped into the declared range).
+
+Decoding (:meth:`Discretization.decode`) turns cell indices back into values of the column's
+type: a key for keyed columns; for numeric columns a value drawn uniformly within its bin
+(integers stay integers), using :mod:`deniable.noise` (post-processing: no privacy cost).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+from sqlglot import exp
+
+from deniable.engines.base import SAMPLE_ALIAS, Capabilities
+from deniable.errors import InvalidParameter, UnsafeQuery
+from deniable.noise.source import RandomSource
+from deniable.noise.uniform import uniform_below, uniform_int
+from deniable.query.catalog import Column, ColumnKind, TableInfo
+from deniable.sqlnames import identifier
+from deniable.synth.domain import Domain
+
+I64 = npt.NDArray[np.int64]
+
+DEFAULT_BINS = 16
+"""Bins of a numeric column when the caller names no other number."""
+
+MAX_BINS = 1024
+"""Most bins one numeric column may have."""
+
+MAX_KEYS = 1000
+"""Most public keys one keyed column may have in a synthetic table (each is a cell)."""
+
+_T = exp.DataType.Type
+
+
+def _int(value: int) -> exp.Expression:
+    return exp.Literal.number(value)
+
+
+def _double(value: Fraction) -> exp.Expression:
+    # Through text: the shortest repr round-trips to the same double exactly.
+    return exp.Cast(this=exp.Literal.string(repr(float(value))), to=exp.DataType.build(_T.DOUBLE))
+
+
+def _bigint(e: exp.Expression) -> exp.Expression:
+    return exp.Cast(this=e, to=exp.DataType.build(_T.BIGINT))
+
+
+def _case(
+    whens: Sequence[tuple[exp.Expression, exp.Expression]], default: exp.Expression
+) -> exp.Case:
+    return exp.Case(ifs=[exp.If(this=c, true=v) for c, v in whens], default=default)
+
+
+def _literal(value: object) -> exp.Expression:
+    if isinstance(value, float):
+        return _double(Fraction(value))
+    converted = exp.convert(value)
+    assert isinstance(converted, exp.Expression)
+    return converted
+
+
+@dataclass(frozen=True)
+class Binning:
+    """How one column becomes cells ``0 … cells − 1`` (the last is NULL / other).
+
+    Attributes:
+        column: the column as registered.
+        cells: the number of cells, the NULL/other cell included.
+        lower: numeric binning: the clamping range's lower end.
+        upper: numeric binning: the clamping range's upper end.
+        width: numeric binning: the width of a bin (an integer for integer columns).
+        keys: keyed binning: the key of each cell but the last, in declared order.
+    """
+
+    column: Column
+    cells: int
+    lower: Fraction | None = None
+    upper: Fraction | None = None
+    width: Fraction | None = None
+    keys: tuple[object, ...] = ()
+
+    @property
+    def numeric(self) -> bool:
+        """Whether this is an equal-width binning of a numeric range (else keyed)."""
+        return self.width is not None
+
+    @property
+    def null_cell(self) -> int:
+        """The cell of NULL (and, for keyed columns, of values not among the keys)."""
+        return self.cells - 1
+
+    def expression(self, caps: Capabilities) -> exp.Expression:
+        """The cell index of the row's value, a BIGINT never NULL, over alias ``__t``.
+
+        No branch can raise: values are compared with literals before any cast, and the
+        only casts apply to values clamped into the declared range (or are casts to DOUBLE).
+        """
+        col = exp.Column(this=identifier(self.column.name), table=exp.to_identifier(SAMPLE_ALIAS))
+        null = _int(self.null_cell)
+        if not self.numeric:
+            whens: list[tuple[exp.Expression, exp.Expression]] = []
+            for i, key in enumerate(self.keys):
+                if key is None:
+                    test: exp.Expression = exp.Is(this=col.copy(), expression=exp.Null())
+                else:
+                    test = exp.EQ(this=col.copy(), expression=_literal(key))
+                whens.append((test, _int(i)))
+            return _bigint(_case(whens, null))
+        assert self.lower is not None and self.upper is not None and self.width is not None
+        top = _int(self.null_cell - 1)
+        if self.column.kind is ColumnKind.INTEGER:
+            lo, hi = int(self.lower), int(self.upper)
+            offset = exp.Sub(this=_bigint(col.copy()), expression=_int(lo))
+            inside = exp.IntDiv(this=exp.Paren(this=offset), expression=_int(int(self.width)))
+            return _bigint(
+                _case(
+                    [
+                        (exp.Is(this=col.copy(), expression=exp.Null()), null),
+                        (exp.LTE(this=col.copy(), expression=_int(lo)), _int(0)),
+                        (exp.GTE(this=col.copy(), expression=_int(hi)), top),
+                    ],
+                    _bigint(inside),
+                )
+            )
+        x = exp.Cast(this=col, to=exp.DataType.build(_T.DOUBLE))
+        shifted = exp.Sub(this=x.copy(), expression=_double(self.lower))
+        scaled = exp.Div(this=exp.Paren(this=shifted), expression=_double(self.width))
+        inside_bin = exp.Least(this=_bigint(exp.Floor(this=scaled)), expressions=[top.copy()])
+        return _bigint(
+            _case(
+                [
+                    (exp.Is(this=x.copy(), expression=exp.Null()), null),
+                    (caps.is_nan_test(x.copy()), null.copy()),
+                    (exp.LTE(this=x.copy(), expression=_double(self.lower)), _int(0)),
+                    (exp.GTE(this=x.copy(), expression=_double(self.upper)), top),
+                ],
+                inside_bin,
+            )
+        )
+
+    def label(self, cell: int) -> str:
+        """A readable name of a cell (a bin's range, a key, or NULL/other): public."""
+        if cell == self.null_cell:
+            return "NULL" if self.numeric else "NULL or other"
+        if not self.numeric:
+            return repr(self.keys[cell])
+        low, high = self.bin_range(cell)
+        if self.column.kind is ColumnKind.INTEGER:
+            return f"[{int(low)}, {int(high)}]"
+        return f"[{float(low):g}, {float(high):g}{']' if cell == self.null_cell - 1 else ')'}"
+
+    def bin_range(self, cell: int) -> tuple[Fraction, Fraction]:
+        """A numeric bin's values: ``[low, high]`` for integers, ``[low, high)`` for reals."""
+        assert self.lower is not None and self.upper is not None and self.width is not None
+        low = self.lower + cell * self.width
+        if self.column.kind is ColumnKind.INTEGER:
+            return low, min(low + self.width - 1, self.upper)
+        return low, min(low + self.width, self.upper)
+
+    def decode(self, cells: I64, source: RandomSource | None = None) -> pa.Array:
+        """Values of the column's type for cell indices (post-processing, no privacy cost).
+
+        Keys for keyed columns; for numeric bins a value drawn uniformly within the bin
+        (integers: each integer of the bin equally likely; reals: a uniform 53-bit grid
+        over ``[low, high)``); NULL for the last cell.
+        """
+        cells = np.asarray(cells, dtype=np.int64)
+        null = cells == self.null_cell
+        if not self.numeric:
+            keyed = [None if n else self.keys[int(c)] for c, n in zip(cells, null, strict=True)]
+            return pa.array(keyed, type=_arrow_type(self.column))
+        assert self.lower is not None and self.width is not None
+        safe = np.where(null, 0, cells)
+        if self.column.kind is ColumnKind.INTEGER:
+            lows = np.array([int(self.bin_range(c)[0]) for c in range(self.null_cell)] or [0])
+            highs = np.array([int(self.bin_range(c)[1]) for c in range(self.null_cell)] or [0])
+            span = (highs - lows + 1)[safe]
+            drawn = lows[safe] + uniform_below(span, source=source)
+            return pa.array(drawn, type=pa.int64(), mask=null)
+        assert self.upper is not None
+        unit = uniform_int(2**53, cells.size, source=source).astype(np.float64) / 2.0**53
+        low = float(self.lower) + safe.astype(np.float64) * float(self.width)
+        drawn_real = np.minimum(low + unit * float(self.width), float(self.upper))
+        return pa.array(drawn_real, type=pa.float64(), mask=null)
+
+
+def _arrow_type(column: Column) -> pa.DataType:
+    if column.kind is ColumnKind.INTEGER:
+        return pa.int64()
+    if column.kind is ColumnKind.REAL:
+        return pa.float64()
+    if column.kind is ColumnKind.BOOLEAN:
+        return pa.bool_()
+    return pa.string()
+
+
+@dataclass(frozen=True)
+class Discretization:
+    """The binning of every requested column, in the order requested: a public domain."""
+
+    binnings: tuple[Binning, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The columns, in order."""
+        return tuple(b.column.name for b in self.binnings)
+
+    @property
+    def domain(self) -> Domain:
+        """The discrete domain: one attribute per column, its number of cells."""
+        return Domain(self.names, tuple(b.cells for b in self.binnings))
+
+    def binning(self, name: str) -> Binning:
+        """The binning of column ``name``."""
+        for b in self.binnings:
+            if b.column.name == name:
+                return b
+        raise InvalidParameter(f"column {name!r} is not part of this discretization")
+
+    def decode(self, cells: I64, source: RandomSource | None = None) -> pa.Table:
+        """A table of values from a ``(rows, columns)`` array of cell indices."""
+        cells = np.asarray(cells, dtype=np.int64).reshape(-1, len(self.binnings))
+        arrays = [b.decode(cells[:, j], source) for j, b in enumerate(self.binnings)]
+        return pa.Table.from_arrays(arrays, names=list(self.names))
+
+    def describe(self) -> list[dict[str, object]]:
+        """Public description of each column's cells (for the ledger and the report)."""
+        out: list[dict[str, object]] = []
+        for b in self.binnings:
+            entry: dict[str, object] = {"column": b.column.name, "cells": b.cells}
+            if b.numeric:
+                entry.update(
+                    lower=str(b.lower), upper=str(b.upper), width=str(b.width), null_cell=True
+                )
+            else:
+                entry.update(keys=len(b.keys), other_or_null_cell=True)
+            out.append(entry)
+        return out
+
+
+def discretize(
+    info: TableInfo,
+    columns: Sequence[str] | None = None,
+    bins: int | Mapping[str, int] = DEFAULT_BINS,
+) -> Discretization:
+    """The public binning of ``columns`` of a registered table (all but the unit by default).
+
+    Reads the catalog only (declared bounds and public keys), never the data.
+
+    Args:
+        info: the table's catalog entry.
+        columns: the columns of the synthetic table (default: every column but the privacy
+            unit).
+        bins: bins of each numeric column (one number, or one per column name; public).
+
+    Raises:
+        InvalidParameter: an unknown or repeated column, the privacy unit column, a number of
+            bins that is not an integer in ``[1, MAX_BINS]``, more than ``MAX_KEYS`` keys.
+        UnsafeQuery: a numeric column without declared bounds or keys, a text or other
+            column without declared keys: its domain would come from the data.
+
+    Examples:
+        >>> from deniable.query.catalog import make_policy
+        >>> cols = (Column("age", "BIGINT", ColumnKind.INTEGER),
+        ...         Column("sex", "VARCHAR", ColumnKind.TEXT))
+        >>> policy = make_policy("p", cols, privacy_unit=None, bounds={"age": (0, 99)},
+        ...                      max_groups=None, max_rows=None, public_keys={"sex": ["F", "M"]})
+        >>> d = discretize(TableInfo("p", cols, policy, "v"), bins=10)
+        >>> d.domain
+        Domain(names=('age', 'sex'), sizes=(11, 3))
+    """
+    policy = info.policy
+    if columns is None:
+        names = [c.name for c in info.columns if c.name != policy.privacy_unit]
+    else:
+        if isinstance(columns, str):
+            raise InvalidParameter("columns must be a list of column names, not one string")
+        names = [info.column(c).name for c in columns]
+    if not names:
+        raise InvalidParameter("a synthetic table needs at least one column")
+    if len(set(names)) != len(names):
+        raise InvalidParameter("columns lists a column twice")
+    out = []
+    for name in names:
+        if name == policy.privacy_unit:
+            raise InvalidParameter(
+                f"{name!r} is the privacy unit: it identifies people, so it cannot be a column "
+                "of the synthetic table"
+            )
+        out.append(_binning(info, info.column(name), _bins_of(bins, name)))
+    return Discretization(tuple(out))
+
+
+def _bins_of(bins: int | Mapping[str, int], name: str) -> int:
+    value = bins.get(name, DEFAULT_BINS) if isinstance(bins, Mapping) else bins
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_BINS:
+        raise InvalidParameter(f"bins must be an integer in [1, {MAX_BINS}] (column {name!r})")
+    return value
+
+
+def _binning(info: TableInfo, column: Column, bins: int) -> Binning:
+    policy = info.policy
+    bounds = policy.bounds.get(column.name)
+    if column.kind.numeric and bounds is not None:
+        lower, upper = bounds.lower, bounds.upper
+        if column.kind is ColumnKind.INTEGER:
+            span = int(upper - lower) + 1
+            width = -(-span // bins)
+            return Binning(column, -(-span // width) + 1, lower, upper, Fraction(width))
+        return Binning(column, bins + 1, lower, upper, (upper - lower) / bins)
+    keys = policy.public_keys.get(column.name)
+    if keys is None and column.kind is ColumnKind.BOOLEAN:
+        keys = (False, True)
+    if keys is None:
+        if column.kind.numeric:
+            raise UnsafeQuery(
+                f"numeric column {column.name!r} has no declared bounds: declare them "
+                f"(add_table(..., bounds={{{column.name!r}: (lower, upper)}})) so that its "
+                "bins are public, or leave the column out"
+            )
+        raise UnsafeQuery(
+            f"column {column.name!r} ({column.sql_type}) has no declared domain: declare its "
+            f"values (add_table(..., public_keys={{{column.name!r}: [...]}})) so that its cells "
+            "are public, or leave the column out"
+        )
+    if len(keys) > MAX_KEYS:
+        raise InvalidParameter(
+            f"column {column.name!r} has {len(keys)} public keys; a synthetic table takes at "
+            f"most {MAX_KEYS} per column (too many cells)"
+        )
+    return Binning(column, len(keys) + 1, keys=tuple(keys))
+
+
+def cells_of(domain: Domain, cliques: Sequence[Sequence[str]]) -> int:
+    """Total cells of the marginals on ``cliques`` (public)."""
+    return sum(math.prod(domain.shape(c)) for c in cliques)
