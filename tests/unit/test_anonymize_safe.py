@@ -17,7 +17,6 @@ from scipy.stats import binom
 
 from deniable.anonymize import (
     RecodingSpec,
-    UncoveredValue,
     UnknownColumn,
     anonymize_sample,
     candidate_scores,
@@ -192,27 +191,29 @@ def test_refuses_unknown_columns_before_sampling() -> None:
     assert _temp_tables(con) == 0
 
 
-def test_refuses_uncovered_values_before_sampling() -> None:
-    con = duckdb.connect()
-    make_table(con, [(30, "101", "F")] * 5 + [(130, "101", "F")])  # 130 is outside [0, 100)
-    with pytest.raises(UncoveredValue, match="age") as info:
-        strongly_safe(
-            DuckDBRunner(con), "t", spec(), k=2, beta=0.5, epsilon=1.0, source=Exhausted()
+def test_uncovered_values_are_published_as_the_top_level_never_refused() -> None:
+    """A value outside a hierarchy's domain (or of the wrong type) cannot make the release
+    fail — that would tell, for free, whether such a row exists. D and D′ (D plus one person
+    aged 130, outside [0, 100), and one with a 4-digit zip) both release; the extra rows are
+    recoded to '*' at every generalised level."""
+    base = [(30, "101", "F")] * 6
+    for extra in ([], [(130, "101", "F")], [(30, "1011", "F")]):
+        con = duckdb.connect()
+        make_table(con, base + extra)
+        runner = DuckDBRunner(con)
+        fixed = strongly_safe(
+            runner, "t", spec(), k=2, beta=0.999, epsilon=8.0, source=SeededRandom(1)
         )
-    assert "130" not in str(info.value)  # never echo a private value
-    make_table(con, [(30, "1011", "F")])
-    with pytest.raises(UncoveredValue, match="zip"):
-        epsilon_safe(
-            DuckDBRunner(con),
-            "t",
-            spec(),
-            k=2,
-            beta=0.5,
-            selection_epsilon=1.0,
-            epsilon=1.0,
-            source=Exhausted(),
-        )
-    assert _temp_tables(con) == 0
+        chosen = epsilon_safe(
+            runner, "t", spec(), k=2, beta=0.999, selection_epsilon=1.0, epsilon=8.0,
+            source=SeededRandom(1),
+        )  # fmt: skip
+        assert fixed.report.published_rows >= 1 and chosen.report.published_rows >= 1
+    recoded = CON.execute(
+        f"SELECT {spec().fixed().select_sql()} FROM (VALUES (130, '1011', 'F'), "
+        "(NULL, NULL, NULL), (30, '101', 'M')) v(age, zip, sex)"
+    ).fetchall()
+    assert recoded == [("*", "*", "F"), (None, None, None), ("[30, 40)", "1**", "M")]
 
 
 @pytest.mark.parametrize(

@@ -70,7 +70,7 @@ class UnknownColumn(RecodingError):
     """The recoding names a column that the table does not have."""
 
 
-class UncoveredValue(RecodingError):
+class UncoveredValue(RecodingError):  # kept for callers; the release path no longer raises it
     """A value of the table lies outside its hierarchy's declared domain."""
 
 
@@ -103,13 +103,22 @@ class Hierarchy(ABC):
         raise RecodingError(f"unknown {self.kind} level {level!r}; levels are {list(names)}")
 
     def sql(self, column: str, level: int) -> str:
-        """A DuckDB VARCHAR expression giving the column's value at ``level``."""
+        """A DuckDB VARCHAR expression giving the column's value at ``level``; total.
+
+        At an intermediate level a value outside the hierarchy's domain (or of the wrong
+        type) is published as ``'*'``, the top level: the recoding stays a fixed function
+        of every possible value, and no value can make the release fail (a refusal that
+        depended on whether some row lies outside the domain would tell that for free).
+        """
         col = quote_identifier(column)
         if level == self.top:
             return quote_literal(SUPPRESSED)
         if level == 0:
             return self._raw_sql(col)
-        return self._level_sql(col, level)
+        return (
+            f"(CASE WHEN {self.covered_sql(column)} THEN {self._level_sql(col, level)} "
+            f"ELSE {quote_literal(SUPPRESSED)} END)"
+        )
 
     def _raw_sql(self, col: str) -> str:
         return f"CAST({col} AS VARCHAR)"

@@ -54,11 +54,9 @@ from deniable.anonymize.dps import (
     strongly_safe_guarantee,
 )
 from deniable.anonymize.recoding import (
-    Hierarchy,
     Recoding,
     RecodingError,
     RecodingSpec,
-    UncoveredValue,
     UnknownColumn,
 )
 from deniable.anonymize.report import CLASS_SIZE, UtilityReport, utility_report
@@ -204,15 +202,12 @@ def strongly_safe(
         InvalidParameter: k < 2, β ∉ (0, 1), ε < −ln(1 − β), or a bad δ — before the data
             is touched.
         UnknownColumn: the recoding names a column the table lacks.
-        UncoveredValue: a value lies outside its hierarchy's domain (nothing is sampled).
     """
     fixed = recoding.fixed() if isinstance(recoding, RecodingSpec) else recoding
     guarantee = strongly_safe_guarantee(k, beta=beta, epsilon=epsilon, delta=delta)
     tell = progress or _silent
     runner = require_runner(runner)
     source_name, dropped = _check_input(runner, table, fixed.names)
-    tell("checking that the recoding covers every value", 0.0)
-    _check_coverage(runner, source_name, [(c.name, c.hierarchy) for c in fixed.columns])
     tell("sampling", 0.2)
     sample = bernoulli_sample(runner, source_name, _raw_cols(fixed.names), beta, source=source)
     try:
@@ -260,7 +255,7 @@ def epsilon_safe(
         (Li–Qardaji–Su Theorem 3.11 with Theorem 1), for this one release.
 
     Raises:
-        InvalidParameter, UnknownColumn, UncoveredValue: as :func:`strongly_safe`, and when
+        InvalidParameter, UnknownColumn: as :func:`strongly_safe`, and when
             there are more than 4096 candidate recodings.
     """
     k = _check_k(k)
@@ -282,8 +277,6 @@ def epsilon_safe(
     tell = progress or _silent
     runner = require_runner(runner)
     source_name, dropped = _check_input(runner, table, spec.names)
-    tell("checking that the recoding covers every value", 0.0)
-    _check_coverage(runner, source_name, [(n, spec.hierarchy(n)) for n in spec.names])
     tell("sampling for the selection", 0.1)
     raw = _raw_cols(spec.names)
     selection_sample = bernoulli_sample(runner, source_name, raw, beta, source=source)
@@ -456,16 +449,3 @@ def _check_input(
     if unknown:
         raise UnknownColumn(f"the recoding names unknown columns {unknown}; the table has {have}")
     return quoted, tuple(n for n in have if n not in names)
-
-
-def _check_coverage(runner: SQLRunner, table: str, columns: list[tuple[str, Hierarchy]]) -> None:
-    """Refuse if any value of any recoded column is outside its hierarchy's domain."""
-    checks = ", ".join(f"COALESCE(bool_and({h.covered_sql(name)}), TRUE)" for name, h in columns)
-    row = one_row(runner, f"SELECT {checks} FROM {table}")
-    failing = [name for (name, _), ok in zip(columns, row, strict=True) if not ok]
-    if failing:
-        raise UncoveredValue(
-            f"the recoding does not cover some values of columns {failing} (outside the "
-            "declared domain, or of the wrong type); widen the hierarchy's domain or clean the "
-            "data. Nothing was sampled or published."
-        )
