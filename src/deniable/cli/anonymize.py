@@ -249,50 +249,16 @@ def _input_view(reader: str, unit: str | None) -> str:
     """``CREATE VIEW input``: the file's rows, or one random row per person with ``unit``.
 
     One row per person makes the row-level guarantee of safe k-anonymization a person-level
-    one. Each person's kept row is the least of a keyed hash of the row's position (the key
-    is secret and fresh, so the choice is uniform and unpredictable); rows without a unit
-    belong to no one and are left out. The view keeps the file's columns.
+    one (:func:`deniable.curator.publish.one_row_per_person`). The view keeps the file's
+    columns.
     """
-    import secrets
-
     from sqlglot import exp, parse_one
 
-    from deniable.sqlnames import identifier
+    from deniable.curator.publish import one_row_per_person
 
     source = parse_one(f"SELECT * FROM {reader}", read="duckdb")
     assert isinstance(source, exp.Select)
-    if unit is None:
-        body: exp.Expr = source
-    else:
-        key = exp.Literal.number(secrets.randbits(62))
-        keyed = source.select(
-            exp.alias_(exp.func("hash", key, exp.Window(this=exp.RowNumber())), "__deniable_key"),
-            copy=False,
-        )
-        person = exp.Column(this=identifier(unit))
-        ranked = exp.select(
-            "*",
-            exp.alias_(
-                exp.Window(
-                    this=exp.RowNumber(),
-                    partition_by=[person.copy()],
-                    order=exp.Order(expressions=[exp.Ordered(this=exp.column("__deniable_key"))]),
-                ),
-                "__deniable_rank",
-            ),
-        ).from_(exp.Subquery(this=keyed, alias=exp.TableAlias(this=exp.to_identifier("k"))))
-        body = (
-            exp.select(
-                exp.Star(except_=[exp.column("__deniable_key"), exp.column("__deniable_rank")])
-            )
-            .from_(exp.Subquery(this=ranked, alias=exp.TableAlias(this=exp.to_identifier("r"))))
-            .where(
-                exp.and_(
-                    exp.EQ(this=exp.column("__deniable_rank"), expression=exp.Literal.number(1)),
-                    exp.Not(this=exp.Is(this=person.copy(), expression=exp.Null())),
-                )
-            )
-        )
+    body = source if unit is None else one_row_per_person(source, unit)
     view = exp.Create(this=exp.to_table("input"), kind="VIEW", expression=body)
     return view.sql(dialect="duckdb")
 

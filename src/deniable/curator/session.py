@@ -31,6 +31,7 @@ from sqlglot import exp
 from deniable.accounting.amplification import sampling_rate
 from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho, exact
 from deniable.accounting.renyi import ZCDPAccountant, ZCDPFilter
+from deniable.anonymize import Anonymization
 from deniable.curator.clamps import (
     ClampChoice,
     Workload,
@@ -38,6 +39,7 @@ from deniable.curator.clamps import (
     value_edges,
     value_histograms,
 )
+from deniable.curator.publish import Recodings, anonymize_table
 from deniable.curator.tune import (
     TuneReport,
     UtilityAnalysis,
@@ -976,6 +978,48 @@ class Session:
             self._bindings[info.name],
             info.column(info.policy.privacy_unit),
             [info.column(g).name for g in group_by],
+        )
+
+    def anonymize(
+        self,
+        table: str,
+        recoding: Recodings,
+        *,
+        k: int,
+        beta: float,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        selection_epsilon: float | None = None,
+        analyst: str | None = None,
+    ) -> Anonymization:
+        """Publish ``table`` k-anonymized from a β-sample, charged to this dataset's ledger.
+
+        Privacy loss: the ``(ε, δ)`` of Li–Qardaji–Su's Theorem 3.9 (a fixed ``recoding``;
+        give ``epsilon`` or ``delta``) or 3.11 (``selection_epsilon``: the recoding chosen
+        among the candidate levels by the exponential mechanism), per person when the table
+        has a privacy unit (one random row each), charged once before the table is returned
+        (:mod:`deniable.curator.publish`). ``recoding``: a
+        :class:`~deniable.anonymize.RecodingSpec`, its dict form or a YAML/JSON file.
+
+        Raises:
+            InvalidParameter, RecodingError, UnknownColumn: before anything runs.
+            BudgetExceeded: the release does not fit what is left (nothing spent).
+        """
+        info = self._table_info(table)
+        return anonymize_table(
+            info,
+            self._engines[info.name],
+            self._bindings[info.name],
+            recoding,
+            ledger=self._ledger,
+            dataset=self._dataset,
+            analyst=analyst or self._analyst,
+            k=k,
+            beta=beta,
+            epsilon=epsilon,
+            delta=delta,
+            selection_epsilon=selection_epsilon,
+            source=self._source,
         )
 
     def synthesize(

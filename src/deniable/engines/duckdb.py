@@ -178,12 +178,32 @@ class DuckDBEngine:
             self._con.execute(f"SET memory_limit = {quote_literal(memory_limit)}")
         self._runners: dict[str, Runner] = {}
         self._local: set[str] = set()  # bindings readable by the engine's own connection
+        self._owners: dict[str, duckdb.DuckDBPyConnection] = {}  # callers' own connections
         self._counter = itertools.count()
 
     @property
     def connection(self) -> duckdb.DuckDBPyConnection:
         """The engine's private connection (tests and benchmarks only)."""
         return self._con
+
+    def toolkit_runner(self, binding: TableBinding) -> DuckDBRunner:
+        """A :class:`DuckDBRunner` on the connection where ``binding``'s table is readable
+        under ``binding.name``: for the toolkits that run their own DuckDB SQL (safe
+        k-anonymization). Their TEMP tables live in that connection.
+
+        Raises:
+            InvalidParameter: the table was bound from a DuckDB relation (no connection
+                names it); register it from a file, a data frame or a connection instead.
+        """
+        if binding.name in self._local:
+            return DuckDBRunner(self._con)
+        owner = self._owners.get(binding.name)
+        if owner is None:
+            raise InvalidParameter(
+                "this table was registered from a DuckDB relation, which no connection names: "
+                "register it from a file, a data frame or a DuckDB connection to use it here"
+            )
+        return DuckDBRunner(owner)
 
     def bind(self, name: str, source: object, *, version: str | None = None) -> TableBinding:
         """Make ``source`` queryable under a private name and describe its schema.
@@ -245,6 +265,7 @@ class DuckDBEngine:
                 ) from None
             internal = name
             runner = conn.sql
+            self._owners[internal] = conn
             what = f"the table {name!r} of the DuckDB connection"
         elif isinstance(source, duckdb.DuckDBPyRelation):
             rel = source
