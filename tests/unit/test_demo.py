@@ -20,8 +20,13 @@ def test_the_demo_answers_every_question_and_ends_over_budget(
         "served from the ledger's cache",
         "Refused: a query that would release rows",
         "Over budget: refused before anything is spent",
+        "Publishing the table itself: k-anonymized vs synthetic",
+        "safe k-anonymization (k = 15",
+        "synthetic data (MST)",
     ):
         assert section in out
     assert "node-level triangles (Lipschitz extension" in " ".join(out.split())
     assert "BudgetExceeded" in out and "UnsafeQuery" in out
-    assert "spent ε = 2.4" in out  # 0.1 + 0.2 + 0.5 + 0.3 + 0.6 + 0.5 + 0.2 (graph)
+    # 0.1 + 0.2 + 0.5 + 0.3 + 0.6 + 0.5 + 0.2 (graph) + 1 (k-anonymized) + 0.5 (synthetic)
+    assert "spent ε = 3.9" in out
+    assert "anonymize 'students'" in out and "synthetic data (mst)" in out  # both charged

@@ -17,6 +17,7 @@ from deniable.errors import InvalidParameter
 
 EDITORS = ("Notepad", "Sublime", "Atom", "Vim", "Emacs")
 GENDERS = ("female", "male", "non-binary")
+DEPARTMENTS = ("Computing", "Mathematics", "Physics")
 MODULES = (
     "Privacy Engineering",
     "Machine Learning",
@@ -48,7 +49,7 @@ def students(n: int = 2000, *, seed: int = 0) -> pd.DataFrame:
     births = [dt.date.fromordinal(int(d)) for d in rng.integers(start, end + 1, n)]
     gender = rng.choice(GENDERS, size=n, p=[0.42, 0.55, 0.03])
     editor = rng.choice(EDITORS, size=n, p=[0.08, 0.22, 0.15, 0.35, 0.20])
-    department = rng.choice(["Computing", "Mathematics", "Physics"], size=n, p=[0.5, 0.3, 0.2])
+    department = rng.choice(list(DEPARTMENTS), size=n, p=[0.5, 0.3, 0.2])
     has = rng.random(n) < 0.6
     amount = np.clip(np.round(rng.gamma(4.0, 700.0, n), -1), 500, MAX_SCHOLARSHIP)
     scholarship = np.where(has, amount, 0.0)
