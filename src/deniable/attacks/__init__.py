@@ -8,7 +8,9 @@ synthetic data, and returns a dataclass report with numbers and :meth:`text`:
 * :func:`run_differencing` — count(all) − count(all but the target), and rewrites;
 * :func:`run_reconstruction` — Dinur–Nissim reconstruction from random subset counts;
 * :func:`run_kanonymity` — the leak of clustering-based k-anonymity (Li–Qardaji–Su §3.1);
-* :func:`run_membership` — membership inference on a released histogram.
+* :func:`run_membership` — membership inference on a released histogram;
+* :func:`run_publication` — membership and linkage on a de-identified, a safe k-anonymized
+  and a synthetic table of the same data at the same ε.
 
 :data:`ATTACKS` maps the command-line names to these functions.
 """
@@ -20,6 +22,7 @@ from deniable.attacks.averaging import AveragingReport, run_averaging
 from deniable.attacks.differencing import DifferencingReport, run_differencing
 from deniable.attacks.kanonymity import KAnonymityReport, run_kanonymity
 from deniable.attacks.membership import MembershipReport, run_membership
+from deniable.attacks.publication import PublicationReport, run_publication
 from deniable.attacks.reconstruction import ReconstructionReport, run_reconstruction
 from deniable.attacks.report import plot, render, to_json
 
@@ -29,6 +32,7 @@ ATTACKS: dict[str, Callable[..., Any]] = {
     "reconstruction": run_reconstruction,
     "k-anonymity": run_kanonymity,
     "membership": run_membership,
+    "publication": run_publication,
 }
 
 __all__ = [
@@ -37,6 +41,7 @@ __all__ = [
     "DifferencingReport",
     "KAnonymityReport",
     "MembershipReport",
+    "PublicationReport",
     "ReconstructionReport",
     "plot",
     "render",
@@ -44,6 +49,7 @@ __all__ = [
     "run_differencing",
     "run_kanonymity",
     "run_membership",
+    "run_publication",
     "run_reconstruction",
     "to_json",
 ]

@@ -9,6 +9,7 @@ extension), with matplotlib's non-interactive backend.
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from deniable.attacks.differencing import DifferencingReport
     from deniable.attacks.kanonymity import KAnonymityReport
     from deniable.attacks.membership import MembershipReport
+    from deniable.attacks.publication import PublicationReport
     from deniable.attacks.reconstruction import ReconstructionReport
 
     AnyReport: TypeAlias = (
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
         | ReconstructionReport
         | KAnonymityReport
         | MembershipReport
+        | PublicationReport
     )
 
 
@@ -82,6 +85,7 @@ def render(report: AnyReport) -> str:
     from deniable.attacks.differencing import DifferencingReport
     from deniable.attacks.kanonymity import KAnonymityReport
     from deniable.attacks.membership import MembershipReport
+    from deniable.attacks.publication import PublicationReport
     from deniable.attacks.reconstruction import ReconstructionReport
 
     if isinstance(report, AveragingReport):
@@ -189,6 +193,43 @@ def render(report: AnyReport) -> str:
                         "entirely above the bound: the guarantee does not hold here."
                     )
         return "\n".join(lines)
+    if isinstance(report, PublicationReport):
+        lines = [
+            (
+                f"Publishing a table: {report.trials} clinics of {report.size} patients; the "
+                "target (aged 93, ZIP 99999, a rare diagnosis: nobody else is) present with "
+                "prior 50%. The attacker knows the target's age and ZIP, says 'present' iff a "
+                "published row matches them, and links the diagnosis most common among such "
+                "rows. Both deniable releases are charged "
+                f"ε = {report.epsilon:g}, δ = {report.delta:.3g} (k = {report.k}, "
+                f"β = {report.beta:g} for the k-anonymized one)."
+            ),
+            "",
+            "Membership:",
+        ]
+        for mrun in report.membership:
+            lo, hi = mrun.interval
+            line = (
+                f"* {mrun.system}: right in {_pct(mrun.success_rate)} of the trials "
+                f"(95% CI {_pct(lo)}–{_pct(hi)})"
+            )
+            if mrun.bound is not None:
+                verdict = "within" if lo <= mrun.bound else "ABOVE"
+                line += f"; no attacker can exceed {_pct(mrun.bound)} ({verdict} it)"
+            lines.append(line + ".")
+        lines += ["", "Linkage (the rare diagnosis named):"]
+        for lrun in report.linkage:
+            lines.append(
+                f"* {lrun.system}: {lrun.named_present} of {lrun.present} trials with the "
+                f"target, {lrun.named_absent} of {lrun.absent} without"
+            )
+        lines.append(
+            "\nFor an (ε, δ)-DP release the rare diagnosis can be named for a present target "
+            f"at most e^ε = {math.exp(report.epsilon):.3g} times as often, plus δ, as for an "
+            "absent one: the de-identified table names it every time the target is there and "
+            "never otherwise."
+        )
+        return "\n".join(lines)
     raise InvalidParameter(f"not an attack report: {type(report).__name__}")
 
 
@@ -213,6 +254,7 @@ def plot(report: AnyReport, path: str | Path) -> Path:
     from deniable.attacks.differencing import DifferencingReport
     from deniable.attacks.kanonymity import KAnonymityReport
     from deniable.attacks.membership import MembershipReport
+    from deniable.attacks.publication import PublicationReport
     from deniable.attacks.reconstruction import ReconstructionReport
 
     out = Path(path)
@@ -260,20 +302,20 @@ def plot(report: AnyReport, path: str | Path) -> Path:
             ax.axvline(10_000_000, color="grey", ls=":")
             ax.set_xlabel("net worth revealed (0: nothing revealed)")
             ax.set_title("the k-anonymity leak")
-        elif isinstance(report, MembershipReport):
-            names = [r.system[:40] for r in report.runs]
-            rates = [r.success_rate for r in report.runs]
+        elif isinstance(report, MembershipReport | PublicationReport):
+            runs = report.runs if isinstance(report, MembershipReport) else report.membership
+            names = [r.system[:40] for r in runs]
+            rates = [r.success_rate for r in runs]
             ax.bar(
                 range(len(rates)),
                 rates,
-                color=["tab:red" if not r.safe else "tab:green" for r in report.runs],
+                color=["tab:red" if not r.safe else "tab:green" for r in runs],
             )
-            for i, r in enumerate(report.runs):
+            for i, r in enumerate(runs):
                 if r.bound is not None:
                     ax.hlines(r.bound, i - 0.4, i + 0.4, colors="black", linestyles="--")
-            ax.axhline(
-                report.prior if report.prior >= 0.5 else 1 - report.prior, color="grey", ls=":"
-            )
+            prior = report.prior if isinstance(report, MembershipReport) else 0.5
+            ax.axhline(prior if prior >= 0.5 else 1 - prior, color="grey", ls=":")
             ax.set_xticks(range(len(rates)), names, fontsize=7, rotation=10)
             ax.set_ylabel("attacker's success rate")
             ax.set_ylim(0, 1.05)

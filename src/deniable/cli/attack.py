@@ -18,7 +18,14 @@ import click
 
 from deniable.cli.common import emit_json, handles_errors, json_option, progress
 
-NAMES = ("averaging", "differencing", "reconstruction", "k-anonymity", "membership")
+NAMES = (
+    "averaging",
+    "differencing",
+    "reconstruction",
+    "k-anonymity",
+    "membership",
+    "publication",
+)
 
 
 @click.command(name="attack")
