@@ -15,18 +15,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
+import pickle
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import uvicorn
 from fastapi import FastAPI
+from uvicorn.config import STARTUP_FAILURE
 from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.supervisors.multiprocess import Multiprocess, Process
 
 from deniable.errors import DeniableError, InvalidParameter
 from deniable.server.app import create_app
 from deniable.server.config import load_config
+
+logger = logging.getLogger("uvicorn.error")
 
 CONFIG_ENV = "DENIABLE_SERVER_CONFIG"
 """Environment variable through which :func:`serve` hands the configuration to workers."""
@@ -111,8 +119,6 @@ def serve(
         InvalidParameter: a bad port or worker count.
         StartFailed: the service cannot open its datasets or ledger (:func:`preflight`).
     """
-    import uvicorn
-
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise InvalidParameter("workers must be a positive integer")
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
@@ -121,7 +127,7 @@ def serve(
     config = load_config(path)  # fail early, in the parent, with the key to fix (parsing)
     preflight(path)
     os.environ[CONFIG_ENV] = str(path)
-    uvicorn.run(
+    settings = uvicorn.Config(
         "deniable.server.run:app_from_env",
         factory=True,
         http=NoDelayH11,
@@ -134,6 +140,91 @@ def serve(
         # answer (it may hold the ledger's write lock, stalling every other worker)
         timeout_worker_healthcheck=config.server.worker_healthcheck,
     )
+    if workers > 1:
+        PatientMultiprocess(settings, sockets=[settings.bind_socket()]).run()
+        return
+    server = uvicorn.Server(settings)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run()
+    if not server.started:
+        sys.exit(STARTUP_FAILURE)
+
+
+STARTUP_GRACE = 120.0
+"""Seconds a new worker may take to answer its first health check (a public constant).
+
+A worker is a spawned interpreter that imports deniable and opens its service before it can
+answer; on a loaded machine that takes longer than the steady-state health-check timeout
+(``server.worker_healthcheck``, 2 s by default), and uvicorn's supervisor killed and
+respawned every worker every few seconds, forever. Until its first answer a worker is only
+required to be alive, for at most this long; from its first answer on, the short timeout
+applies, so a stopped or hung worker is still replaced within seconds."""
+
+
+class PatientMultiprocess(Multiprocess):
+    """uvicorn's worker supervisor with a start-up grace period (:data:`STARTUP_GRACE`).
+
+    Each new worker is sent one health ping when it starts; until its answer arrives the
+    supervisor only checks that the process is alive (for at most the grace period). Then
+    it is supervised exactly as uvicorn does: a worker that does not answer a ping within
+    ``timeout_worker_healthcheck`` seconds is killed and replaced.
+    """
+
+    def __init__(self, config: uvicorn.Config, sockets: list[socket.socket]) -> None:
+        super().__init__(config, sockets)
+        self._starting: dict[int, float] = {}  # id(process) -> when it was sent its first ping
+
+    def _started(self, process: Process) -> None:
+        with contextlib.suppress(OSError):
+            process.parent_conn.send(b"ping")
+        self._starting[id(process)] = time.monotonic()
+
+    def init_processes(self) -> None:
+        """Start the workers, each with its first ping."""
+        super().init_processes()
+        for process in self.processes:
+            self._started(process)
+
+    def _still_starting(self, process: Process) -> bool:
+        sent = self._starting.get(id(process))
+        if sent is None:
+            return False
+        try:
+            answered = process.parent_conn.poll(0)
+            if answered:
+                process.parent_conn.recv()
+        except (OSError, EOFError, pickle.UnpicklingError):
+            answered = False
+        if answered or not process.process.is_alive():
+            del self._starting[id(process)]
+            return False
+        if time.monotonic() - sent < STARTUP_GRACE:
+            return True
+        del self._starting[id(process)]  # out of grace: the ordinary check decides
+        return False
+
+    def keep_subprocess_alive(self) -> None:
+        """Uvicorn's check, skipping a worker that is alive and within its start-up grace."""
+        if self.should_exit.is_set():
+            return
+        for idx, process in enumerate(self.processes):
+            if self._still_starting(process):
+                continue
+            if process.is_alive(timeout=self.config.timeout_worker_healthcheck):
+                continue
+            process.kill()
+            process.join()
+            if process.exitcode == STARTUP_FAILURE:
+                logger.error(f"Child process [{process.pid}] failed to start; stopping.")
+                self.should_exit.set()
+                return
+            if self.should_exit.is_set():
+                return
+            logger.info(f"Child process [{process.pid}] died")
+            replacement = Process(self.config, self.sockets)
+            replacement.start()
+            self.processes[idx] = replacement
+            self._started(replacement)
 
 
 class NoDelayH11(H11Protocol):
