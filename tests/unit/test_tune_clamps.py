@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from deniable import ROW
 from deniable.accounting.loss import Epsilon, EpsilonDelta
 from deniable.cli.main import main as cli
 from deniable.curator import clamps as clamps_module
@@ -54,6 +55,7 @@ def _people(seed: int, people: int = 300) -> pd.DataFrame:
 
 
 def _session(tmp_path: Path, frame: pd.DataFrame, name: str = "c") -> Session:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     s = Session(budget=Epsilon(epsilon=100), ledger=tmp_path / f"{name}.db")
     s.add_table("t", frame, privacy_unit="uid", max_groups=1, max_rows=1)
     return s
@@ -305,3 +307,39 @@ def test_values_on_the_edges_fall_in_the_reference_bins(tmp_path: Path) -> None:
         s._engines["t"], s._bindings["t"], s._tables["t"].column("uid"), "v", edges, rows=1, key=3
     )
     np.testing.assert_array_equal(got, _bins(probes, edges))
+
+
+def test_the_exact_clamp_analysis_matches_the_data(tmp_path: Path) -> None:
+    """NON-PRIVATE: shares clamped at grid edges are exact; ranges hold what they say."""
+    frame = _one_row_each(12, people=5000)
+    s = _session(tmp_path, frame)
+    analysis = s.clamp_analysis("t", "v", (0, 1e6))
+    v = frame["v"].to_numpy()
+    assert analysis.non_private and analysis.values == v.size
+    edges = analysis.edges
+    for lo, hi in [(edges[0], edges[-1]), (edges[100], edges[115]), (edges[90], edges[120])]:
+        want = float(((v < lo) | (v >= hi)).mean())
+        assert analysis.clamped_share(lo, hi) == pytest.approx(want)
+    for share, lo, hi in analysis.ranges():
+        assert float(((v < lo) | (v >= hi)).mean()) <= share + 1e-12
+    frame["name"] = "x"
+    named = _session(tmp_path / "n", frame)
+    with pytest.raises(InvalidParameter, match="not numeric"):
+        named.clamp_analysis("t", "name", (0, 1))
+    rows = Session(budget=Epsilon(epsilon=1), ledger=tmp_path / "rows.db")
+    rows.add_table("t", frame[["v"]], privacy_unit=ROW)
+    assert rows.clamp_analysis("t", "v", (0, 1e6)).values == v.size  # no unit: every row
+
+
+def test_cli_non_private_clamp_analysis(tmp_path: Path) -> None:
+    frame = _one_row_each(13, people=2000)
+    data = tmp_path / "bills.csv"
+    frame.to_csv(data, index=False)
+    args = ["tune", "--data", str(data), "--unit", "uid", "--non-private", "--clamp", "v=0:1000000"]
+    run = CliRunner().invoke(cli, [*args, "--json"])
+    assert run.exit_code == 0, run.output
+    out = json.loads(run.output)
+    assert out["non_private"] is True
+    assert [r["share_clamped"] for r in out["clamps"]["v"]] == list(clamps_module.SHARES)
+    text = CliRunner().invoke(cli, args)
+    assert text.exit_code == 0 and "NON-PRIVATE: the narrowest clamping range of v" in text.output

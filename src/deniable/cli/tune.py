@@ -121,10 +121,6 @@ def command(
         if non_private:
             if epsilon is not None:
                 raise click.UsageError("--non-private spends nothing: leave --epsilon out")
-            if clamps:
-                raise click.UsageError(
-                    "--non-private analyses contribution bounds only: leave --clamp out"
-                )
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="deniable-"))
             session = stack.enter_context(
                 Session(budget=Epsilon(epsilon=1), ledger=Path(tmp) / "scratch.db")
@@ -144,7 +140,13 @@ def command(
         # the bounds given here are placeholders: tuning is what chooses them
         session.add_table(name, data_path, privacy_unit=unit, max_groups=1, max_rows=1)
         if non_private:
-            _print_utility(session.utility_analysis(name, group_by=list(group_by)), as_json)
+            analyses = [
+                session.clamp_analysis(name, column, (float(lo), float(hi)))
+                for column, (lo, hi) in parse_bounds(clamps, option="--clamp").items()
+            ]
+            _print_utility(
+                session.utility_analysis(name, group_by=list(group_by)), analyses, as_json
+            )
             return
         assert epsilon is not None
         report = session.tune(
@@ -215,7 +217,7 @@ def _cap(ledger: Any, dataset: str | None) -> Any:
     )
 
 
-def _print_utility(analysis: Any, as_json: bool) -> None:
+def _print_utility(analysis: Any, clamps: list[Any], as_json: bool) -> None:
     cands = analysis.candidates
     shown = [c for c in cands if c <= 64]
     rows = [
@@ -223,8 +225,14 @@ def _print_utility(analysis: Any, as_json: bool) -> None:
         for m in shown
         for r in shown
     ]
+    ranges = {
+        c.column: [{"share_clamped": s, "low": lo, "high": hi} for s, lo, hi in c.ranges()]
+        for c in clamps
+    }
     if as_json:
-        emit_json({"non_private": True, "rows": analysis.rows, "candidates": rows})
+        emit_json(
+            {"non_private": True, "rows": analysis.rows, "candidates": rows, "clamps": ranges}
+        )
         return
     out = console()
     out.print(
@@ -241,3 +249,15 @@ def _print_utility(analysis: Any, as_json: bool) -> None:
     for m in shown:
         table.add_row(str(m), *(f"{analysis.share(m, r):.0%}" for r in shown))
     out.print(table)
+    for c in clamps:
+        out.print(
+            f"NON-PRIVATE: the narrowest clamping range of {c.column} (on the tuning grid) that "
+            f"clamps at most a given share of its {c.values:,} values",
+            soft_wrap=True,
+        )
+        shares = Table()
+        for header in ("share clamped ≤", "low", "high"):
+            shares.add_column(header, justify="right")
+        for s, lo, hi in c.ranges():
+            shares.add_row(f"{s:.2%}", f"{lo:.6g}", f"{hi:.6g}")
+        out.print(shares)

@@ -135,7 +135,7 @@ def _bin(value: exp.Expression, edges: Sequence[float]) -> exp.Expression:
 def value_statement(
     caps: Capabilities,
     table: str,
-    unit: Column,
+    unit: Column | None,
     column: str,
     edges: Sequence[float],
     *,
@@ -144,14 +144,38 @@ def value_statement(
 ) -> str:
     """The statement counting rows per bin, at most ``rows`` random rows a person.
 
-    Rows without a unit (no one's) and NULL values (no sum counts them) are left out. Its
-    result has one row ``(bin, n)`` a non-empty bin: at most ``len(edges) − 1`` rows.
+    Rows without a unit (no one's) and NULL values (no sum counts them) are left out; with
+    ``unit=None`` (a table protecting rows) every row is counted. Its result has one row
+    ``(bin, n)`` a non-empty bin: at most ``len(edges) − 1`` rows.
     """
     src = exp.to_identifier(SOURCE)
     value = exp.Cast(
         this=exp.Column(this=identifier(column), table=src.copy()),
         to=exp.DataType.build("DOUBLE"),
     )
+    if unit is None:
+        counted = (
+            exp.select(
+                exp.alias_(_bin(value, edges), "bin"),
+                exp.alias_(
+                    exp.Cast(this=exp.Count(this=exp.Star()), to=exp.DataType.build("BIGINT")),
+                    "n",
+                ),
+            )
+            .from_(
+                exp.Table(this=identifier(table), alias=exp.TableAlias(this=src.copy())),
+                copy=False,
+            )
+            .where(
+                exp.Is(
+                    this=exp.Column(this=identifier(column), table=src.copy()),
+                    expression=exp.Not(this=exp.Null()),
+                ),
+                copy=False,
+            )
+            .group_by(exp.Literal.number(1), copy=False)
+        )
+        return render(counted, caps.dialect)
     unit_ref = exp.Column(this=identifier(unit.name), table=src.copy())
     base = (
         exp.select(
@@ -209,7 +233,7 @@ def value_statement(
 def exact_value_counts(
     engine: Engine,
     binding: TableBinding,
-    unit: Column,
+    unit: Column | None,
     column: str,
     edges: Sequence[float],
     *,
@@ -493,3 +517,83 @@ def error_curve(choices: Sequence[ClampChoice]) -> list[ClampChoice]:
         if c.high not in best or c.error < best[c.high].error:
             best[c.high] = c
     return [best[h] for h in sorted(best)]
+
+
+ALL_ROWS = 2**62
+"""A per-person row limit no table reaches: the exact (non-private) analysis counts every row."""
+
+SHARES = (0.1, 0.05, 0.01, 0.001, 0.0001, 0.0)
+"""The shares of values clamped at which :meth:`ClampAnalysis.ranges` reports a range."""
+
+
+@dataclass(frozen=True)
+class ClampAnalysis:
+    """NON-PRIVATE: the exact number of values of a column in each bin of the value grid.
+
+    For the curator, who holds the data: computed without noise, never charged, never
+    stored as an answer; do not show it to analysts.
+
+    Attributes:
+        column: the column.
+        edges: the grid (:func:`value_edges` of the search range).
+        counts: the exact number of non-NULL values in each bin (all rows).
+    """
+
+    column: str
+    edges: tuple[float, ...]
+    counts: I64
+    non_private: bool = True
+
+    @property
+    def values(self) -> int:
+        """Non-NULL values of the column."""
+        return int(self.counts.sum())
+
+    def clamped_share(self, low: float, high: float) -> float:
+        """The exact share of values in the bins below ``low`` or from ``high`` up.
+
+        Exact for ranges on the grid's edges (values equal to ``high`` count as clamped).
+        """
+        e = np.asarray(self.edges)
+        below = self.counts[: max(int(np.searchsorted(e, low, side="right")) - 1, 0)].sum()
+        above = self.counts[int(np.searchsorted(e, high, side="left")) :].sum()
+        return float(below + above) / self.values if self.values else 0.0
+
+    def ranges(self) -> list[tuple[float, float, float]]:
+        """For each share in :data:`SHARES`, the narrowest range clamping at most that share.
+
+        Returns ``(share, low, high)`` triples: the range of grid edges holding all but
+        ``share`` of the values (half of it allowed at each end).
+        """
+        e = np.asarray(self.edges)
+        total = max(self.values, 1)
+        below = np.concatenate([[0], np.cumsum(self.counts)])  # values below edge i
+        above = total - below  # values at or above edge i
+        out = []
+        for share in SHARES:
+            allowed = share / 2 * total
+            low = int(np.flatnonzero(below <= allowed).max())
+            high = int(np.flatnonzero(above <= allowed).min())  # the last edge always fits
+            out.append((share, float(e[low]), float(e[high])))
+        return out
+
+
+def clamp_analysis(
+    engine: Engine,
+    binding: TableBinding,
+    unit: Column | None,
+    column: str,
+    low: float,
+    high: float,
+) -> ClampAnalysis:
+    """NON-PRIVATE exact analysis of ``column`` on the grid over ``[low, high]``.
+
+    One statement in the engine; only the bins' counts come back. It reads the data
+    exactly: for the curator alone, never charged, never stored as an answer.
+
+    Raises:
+        InvalidParameter: a malformed range.
+    """
+    edges = value_edges(float(low), float(high))
+    counts = exact_value_counts(engine, binding, unit, column, edges, rows=ALL_ROWS, key=0)
+    return ClampAnalysis(column, edges, counts)

@@ -33,9 +33,11 @@ from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho, ex
 from deniable.accounting.renyi import ZCDPAccountant, ZCDPFilter
 from deniable.anonymize import Anonymization
 from deniable.curator.clamps import (
+    ClampAnalysis,
     ClampChoice,
     Workload,
     choose_clamps,
+    clamp_analysis,
     value_edges,
     value_histograms,
 )
@@ -925,8 +927,9 @@ class Session:
         best = choices[0]
         proposed: dict[str, tuple[float, float]] = {}
         clamp_choices: dict[str, tuple[ClampChoice, ...]] = {}
+        clamp_charge: int | None = None
         if search:
-            values, _ = value_histograms(
+            values, clamp_charge = value_histograms(
                 self._engines[info.name],
                 self._bindings[info.name],
                 info.column(unit),
@@ -958,6 +961,8 @@ class Session:
             clamps=proposed,
             clamp_choices=clamp_choices,
             clamp_workload=clamp_workload,
+            clamp_charge_id=clamp_charge,
+            clamp_epsilon=total - share,
         )
         if apply:
             self.set_bounds(info.name, max_groups=best.max_groups, max_rows=best.max_rows,
@@ -978,6 +983,34 @@ class Session:
             self._bindings[info.name],
             info.column(info.policy.privacy_unit),
             [info.column(g).name for g in group_by],
+        )
+
+    def clamp_analysis(self, table: str, column: str, search: Sequence[float]) -> ClampAnalysis:
+        """NON-PRIVATE: the exact share of ``column``'s values each clamping range would clamp.
+
+        The values counted on the public grid over the search range ``(low, high)`` (the one
+        :meth:`tune` uses); :meth:`~deniable.curator.clamps.ClampAnalysis.clamped_share`
+        and :meth:`~deniable.curator.clamps.ClampAnalysis.ranges` read it. For the curator
+        only: exact, no noise, never charged or stored as an answer.
+
+        Raises:
+            InvalidParameter: an unknown table or column, a column that is not numeric, a
+                malformed range.
+        """
+        info = self._table_info(table)
+        col = info.column(column)
+        if col.kind not in (ColumnKind.INTEGER, ColumnKind.REAL):
+            raise InvalidParameter(f"column {col.name!r} is not numeric: it has no clamps")
+        if len(search) != 2:
+            raise InvalidParameter("the search range must be two numbers (low, high)")
+        unit = info.policy.privacy_unit
+        return clamp_analysis(
+            self._engines[info.name],
+            self._bindings[info.name],
+            info.column(unit) if unit is not None else None,
+            col.name,
+            float(search[0]),
+            float(search[1]),
         )
 
     def anonymize(
@@ -1044,9 +1077,18 @@ class Session:
         accountant): :mod:`deniable.synth.release`. Numeric columns need declared bounds
         (``bins`` equal-width bins), other columns declared public keys.
 
+        ``source`` overrides the session's randomness for this release (a seeded source is
+        for tests only and triggers a PrivacyWarning).
+
         Raises:
             InvalidParameter, UnsafeQuery, BudgetExceeded: before anything is spent.
         """
+        if source is not None and not getattr(source, "secure", False):
+            warnings.warn(
+                "this release draws from a non-secure (seeded) source: for tests only",
+                PrivacyWarning,
+                stacklevel=2,
+            )
         info = self._table_info(table)
         return synthesize_table(
             info,

@@ -595,6 +595,8 @@ class TuneReport:
         clamp_choices: by column, every candidate range with its expected error, best first
             (:func:`deniable.curator.clamps.choose_clamps`; post-processing).
         clamp_workload: the aggregate the ranges were chosen for ("sum" or "avg").
+        clamp_charge_id: the ledger's charge of the value histograms (None: no clamps).
+        clamp_epsilon: the ε that charge spent (0: no clamps).
     """
 
     histograms: ContributionHistograms
@@ -604,6 +606,8 @@ class TuneReport:
     clamps: dict[str, tuple[float, float]] = field(default_factory=dict)
     clamp_choices: dict[str, tuple[ClampChoice, ...]] = field(default_factory=dict)
     clamp_workload: str = "sum"
+    clamp_charge_id: int | None = None
+    clamp_epsilon: Fraction = Fraction(0)
 
     @property
     def best(self) -> Choice:
