@@ -13,8 +13,10 @@ dataset) in the same run — the floor every ratio is taken to:
 * **verify**: from the vouched checkpoint (what opening does) and in full (the whole chain
   replayed, every row compared), once each;
 * **sustained charges/s across 4 worker processes** on one PostgreSQL ledger, 5 s of
-  charging after a common start — goal: 1,000/s — as one host's workers (one anchor, one
-  lock file) and as four hosts (an anchor each, enrolled with a copy of the current one).
+  charging after a common start, 3 runs each (median; the load average before each run is
+  reported) — goal: 1,000/s — as one host's workers (one anchor, one lock file) and as four
+  hosts (an anchor each, enrolled with a copy of the current one); each worker charges one
+  request after another, and the anchor file writes per charge are counted.
 
 The ledgers are built through the ledger's own write path (``insert_charge`` in a trusted
 write: chain entries, checkpoints every 1,000 entries, the anchor), 1,000 charges per
@@ -37,6 +39,7 @@ import argparse
 import multiprocessing
 import os
 import platform
+import resource
 import shutil
 import statistics
 import sys
@@ -64,6 +67,7 @@ OPENS = 5
 CHARGES = 200
 WORKERS = 4
 SUSTAIN_SECONDS = 5.0
+RUNS = 3
 PG_SETTINGS = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"}
 TINY = Epsilon(epsilon=Fraction(1, 10**9))
 LOAD = os.getloadavg()
@@ -82,13 +86,15 @@ class Figures:
     p50: float = 0.0
     p99: float = 0.0
     anchor_p50: float = 0.0
+    cpu_client: float | None = None  # CPU seconds per charge in the charging process
+    cpu_server: float | None = None  # and in its PostgreSQL backend
     history_one: float = 0.0
     history_all: float = 0.0
     history_rows: int = 0
     verify: float = 0.0
     verify_full: float = 0.0
-    per_second: float | None = None
-    per_second_hosts: float | None = None
+    per_second: Sustained | None = None
+    per_second_hosts: Sustained | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -127,6 +133,27 @@ def median_time(action: Callable[[], object], repeats: int) -> float:
     return statistics.median(times)
 
 
+def _backend(ledger: Ledger) -> int | None:
+    """The process id of a PostgreSQL ledger's backend on this machine (None for SQLite)."""
+    if not ledger.path.startswith("postgresql://") or not Path("/proc").exists():
+        return None
+    row = ledger._conn.execute("SELECT pg_backend_pid()").fetchone()
+    return int(row[0])
+
+
+def _cpu_self() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _cpu_of(pid: int | None) -> float:
+    """User + system CPU seconds of process ``pid`` (from ``/proc``; 0 without one)."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def measure(location: str, anchor: str, size: int, *, whole_history: bool) -> Figures:
     """Every single-process figure of the ledger at ``location`` (it is grown by 200)."""
     fig = Figures(size=size)
@@ -136,6 +163,7 @@ def measure(location: str, anchor: str, size: int, *, whole_history: bool) -> Fi
             assert not ledger.tampered, ledger.verify().problems
 
     fig.open = median_time(open_close, OPENS)
+    import deniable.ledger.chain as chain_module
     import deniable.ledger.facade as facade
 
     write_anchor = facade.write_anchor  # type: ignore[attr-defined]
@@ -146,15 +174,23 @@ def measure(location: str, anchor: str, size: int, *, whole_history: bool) -> Fi
         write_anchor(*args)
         anchor_times.append(time.perf_counter() - began)
 
+    # SQLite's writes anchor in the facade; PostgreSQL's in chain.settle, after the flush.
     facade.write_anchor = timed_anchor  # type: ignore[attr-defined,assignment]
+    chain_module.write_anchor = timed_anchor  # type: ignore[attr-defined,assignment]
     with Ledger(location, anchor=anchor) as ledger:
         times = []
+        backend = _backend(ledger)
+        cpu_began, server_began = _cpu_self(), _cpu_of(backend)
         for i in range(CHARGES):
             began = time.perf_counter()
             ledger.charge("d", TINY, analyst=f"a{i % 4}", query_key=f"bench{size}-{i}",
                           query_text="SELECT COUNT(*) FROM t")  # fmt: skip
             times.append(time.perf_counter() - began)
+        if backend is not None:
+            fig.cpu_client = (_cpu_self() - cpu_began) / CHARGES
+            fig.cpu_server = (_cpu_of(backend) - server_began) / CHARGES
         facade.write_anchor = write_anchor  # type: ignore[attr-defined]
+        chain_module.write_anchor = write_anchor  # type: ignore[attr-defined]
         fig.anchor_p50 = statistics.median(anchor_times)
         times.sort()
         fig.p50 = statistics.median(times)
@@ -175,43 +211,92 @@ def measure(location: str, anchor: str, size: int, *, whole_history: bool) -> Fi
     return fig
 
 
-def _worker(location: str, anchor: str, start_at: float, seconds: float, name: str) -> int:
-    """Charge in a loop from ``start_at`` for ``seconds``; return how many were committed."""
+def _worker(
+    location: str, anchor: str, start_at: float, seconds: float, name: str
+) -> tuple[int, int]:
+    """Charge in a loop from ``start_at`` for ``seconds``: (charges committed, anchor writes).
+
+    One charge at a time (a worker process serving one request after another): no batching
+    of concurrent requests inside a process is modelled or used.
+    """
+    import deniable.ledger.chain as chain_module
+
+    writes = [0]
+    write_anchor = chain_module.write_anchor  # type: ignore[attr-defined]
+
+    def counted(path: str, state: Any) -> None:
+        writes[0] += 1
+        write_anchor(path, state)
+
+    chain_module.write_anchor = counted  # type: ignore[attr-defined,assignment]
     with Ledger(location, anchor=anchor) as ledger:
         while time.time() < start_at:
             time.sleep(0.001)
         done, stop, i = 0, start_at + seconds, 0
+        began = writes[0]
         while time.time() < stop:
             ledger.charge("d", TINY, analyst=name, query_key=f"{name}-{i}",
                           query_text="SELECT COUNT(*) FROM t")  # fmt: skip
             done += 1
             i += 1
-    return done
+    return done, writes[0] - began
 
 
-def sustained(location: str, anchor: str, tag: str, *, hosts: bool = False) -> float:
+@dataclass
+class Sustained:
+    """Charges per second of several runs of :func:`sustained`, with the load of each."""
+
+    rates: list[float] = field(default_factory=list)
+    loads: list[float] = field(default_factory=list)
+    anchor_writes: list[float] = field(default_factory=list)  # per charge
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.rates)
+
+    def describe(self) -> str:
+        runs = ", ".join(
+            f"{r:,.0f}/s (load {lo:.1f})" for r, lo in zip(self.rates, self.loads, strict=True)
+        )
+        return (
+            f"median {self.median:,.0f}/s of {len(self.rates)} runs: {runs}; "
+            f"{statistics.median(self.anchor_writes):.2f} anchor file writes per charge"
+        )
+
+
+def sustained(location: str, anchor: str, tag: str, *, hosts: bool = False) -> Sustained:
     """Charges per second committed by 4 worker processes together on one ledger.
 
     ``hosts=False``: the workers of one host (one anchor file and its lock, as ``deniable
     serve --workers 4``); ``hosts=True``: four hosts of one worker each, each enrolled with
-    a copy of the current anchor (only PostgreSQL's advisory lock is shared).
+    a copy of the current anchor (only PostgreSQL's advisory lock is shared). Run
+    :data:`RUNS` times (the machine is shared: the load average before each run is kept).
     """
-    anchors = [anchor] * WORKERS
-    if hosts:
-        anchors = [f"{anchor}.host{k}" for k in range(WORKERS)]
-        for copy in anchors:
-            shutil.copyfile(anchor, copy)
-    ctx = multiprocessing.get_context("spawn")
-    start_at = time.time() + 3.0  # every worker connected and verified before the start
-    with ctx.Pool(WORKERS) as pool:
-        counts = pool.starmap(
-            _worker,
-            [
-                (location, anchors[k], start_at, SUSTAIN_SECONDS, f"w{tag}{int(hosts)}{k}")
-                for k in range(WORKERS)
-            ],
-        )
-    return sum(counts) / SUSTAIN_SECONDS
+    out = Sustained()
+    for run in range(RUNS):
+        anchors = [anchor] * WORKERS
+        if hosts:
+            anchors = [f"{anchor}.host{k}" for k in range(WORKERS)]
+            for copy in anchors:
+                shutil.copyfile(anchor, copy)  # enrolled with a copy of a current anchor
+        ctx = multiprocessing.get_context("spawn")
+        out.loads.append(os.getloadavg()[0])
+        start_at = time.time() + 3.0  # every worker connected and verified before the start
+        with ctx.Pool(WORKERS) as pool:
+            counts = pool.starmap(
+                _worker,
+                [
+                    (location, anchors[k], start_at, SUSTAIN_SECONDS,
+                     f"w{tag}{int(hosts)}{run}{k}")
+                    for k in range(WORKERS)
+                ],
+            )  # fmt: skip
+        charges = sum(c for c, _ in counts)
+        out.rates.append(charges / SUSTAIN_SECONDS)
+        out.anchor_writes.append(sum(w for _, w in counts) / max(1, charges))
+    with Ledger(location, anchor=anchor) as ledger:  # every charge counted, chain intact
+        assert not ledger.tampered, ledger.verify().problems
+    return out
 
 
 def run_backend(
@@ -238,7 +323,7 @@ def run_backend(
         floor.per_second_hosts = sustained(empty_at, empty_anchor, "e", hosts=True)
     print(f"[{backend}] floor: open {floor.open * 1e3:.1f} ms, charge p50 "
           f"{floor.p50 * 1e3:.2f} / p99 {floor.p99 * 1e3:.2f} ms"
-          + ("" if floor.per_second is None else f", {floor.per_second:.0f} charges/s"),
+          + ("" if floor.per_second is None else f", {floor.per_second.median:.0f} charges/s"),
           flush=True)  # fmt: skip
     rows: list[Figures] = []
     at, anchor = place("long")
@@ -257,7 +342,7 @@ def run_backend(
               f"p50 {fig.p50 * 1e3:.2f} / p99 {fig.p99 * 1e3:.2f} ms, history(rare) "
               f"{fig.history_one * 1e3:.2f} ms, verify {fig.verify * 1e3:.0f} ms / full "
               f"{fig.verify_full:.1f} s"
-              + ("" if fig.per_second is None else f", {fig.per_second:.0f} charges/s"),
+              + ("" if fig.per_second is None else f", {fig.per_second.median:.0f} charges/s"),
               flush=True)  # fmt: skip
     return floor, rows
 
@@ -327,18 +412,22 @@ def report(results: dict[str, tuple[Figures, list[Figures]]], command: str, tota
         )
         if last.per_second is not None and floor.per_second is not None:
             lines.append(
-                f"- postgresql, {WORKERS} worker processes charging one ledger for "
-                f"{SUSTAIN_SECONDS:.0f} s: {last.per_second:,.0f} charges/s at {last.size:,} "
-                f"charges, {floor.per_second:,.0f}/s on the empty ledger (ratio "
-                f"{last.per_second / floor.per_second:.2f}); goal 1,000/s: "
-                f"{met(last.per_second >= GOAL_PER_SECOND)}"
+                f"- postgresql, {WORKERS} worker processes of one host charging one ledger for "
+                f"{SUSTAIN_SECONDS:.0f} s: {last.per_second.median:,.0f} charges/s at "
+                f"{last.size:,} charges, {floor.per_second.median:,.0f}/s on the empty ledger "
+                f"(ratio {last.per_second.median / floor.per_second.median:.2f}); goal "
+                f"1,000/s: {met(last.per_second.median >= GOAL_PER_SECOND)}. At "
+                f"{last.size:,}: {last.per_second.describe()}; empty: "
+                f"{floor.per_second.describe()}"
             )
         if last.per_second_hosts is not None and floor.per_second_hosts is not None:
+            hosts, empty = last.per_second_hosts, floor.per_second_hosts
             lines.append(
                 f"- postgresql, {WORKERS} hosts of one worker each (own anchor files; only the "
-                f"advisory lock shared): {last.per_second_hosts:,.0f} charges/s at "
-                f"{last.size:,} charges, {floor.per_second_hosts:,.0f}/s on the empty ledger; "
-                f"goal 1,000/s: {met(last.per_second_hosts >= GOAL_PER_SECOND)}"
+                f"advisory lock shared): {hosts.median:,.0f} charges/s at {last.size:,} "
+                f"charges, {empty.median:,.0f}/s on the empty ledger; goal 1,000/s: "
+                f"{met(hosts.median >= GOAL_PER_SECOND)}. At {last.size:,}: "
+                f"{hosts.describe()}; empty: {empty.describe()}"
             )
     for backend, (floor, rows) in results.items():
         if rows:
@@ -349,14 +438,54 @@ def report(results: dict[str, tuple[Figures, list[Figures]]], command: str, tota
                 f"file (floor {seconds(floor.anchor_p50)}), the rest the database transaction "
                 "(admission, two inserts, a durable commit)"
             )
+            if last.cpu_client is not None and last.cpu_server is not None:
+                cpu = last.cpu_client + last.cpu_server
+                cores = os.cpu_count() or 1
+                lines.append(
+                    f"- CPU a {backend} charge costs ({last.size:,} charges, one process): "
+                    f"{seconds(last.cpu_client)} in the charging process and "
+                    f"{seconds(last.cpu_server)} in its PostgreSQL backend: {cores} cores can "
+                    f"sustain at most {cores / cpu:,.0f} charges/s of this kind"
+                )
     lines += [
         "",
-        "The workers' charges are serialised — that is what makes admission exact — by the",
-        "host's anchor lock (one host) and PostgreSQL's advisory lock (every host), so their",
-        "throughput is one over the time a charge holds them: a durable commit, and on one host",
-        "also the anchor file written after it. Reaching 1,000/s would need a charge to hold",
-        "them under 1 ms on this disk (e.g. by committing several waiting charges in one",
-        "transaction); that is not done.",
+        "How a PostgreSQL charge is committed, and why every guarantee holds (details in",
+        "`src/deniable/ledger/postgres.py` and `chain.settle`):",
+        "",
+        "- *Exact admission.* Writers on every host are serialised by one advisory lock taken",
+        "  before anything is read; each reads every commit made before it. Unchanged.",
+        "- *The flush is outside the lock.* The charge's transaction commits with",
+        "  `synchronous_commit = off`, so the lock is released at its commit without waiting",
+        "  for the disk; in the same round trip a transaction that writes one WAL record",
+        "  commits with the server's `synchronous_commit` (on), which flushes the log up to",
+        "  its own commit record — after the charge's — and the flushed position is checked to",
+        "  be past the charge's commit. Only then does `Ledger.charge` return: a charge is",
+        "  durable before its answer may leave. PostgreSQL flushes concurrent writers'",
+        "  commits together (group commit). A crash loses only a suffix of the commit order",
+        "  that no flush covered (the log is written in order), none of which returned; the",
+        "  commits that survive are a prefix, each admitted against exactly the charges",
+        "  before it, so no cap is ever exceeded.",
+        "  `tests/system/test_ledger_postgres_throughput.py` crashes the server (`pg_ctl",
+        "  restart -m immediate`) under four charging processes: every reported charge",
+        "  survives; without the flush (its negative control) reported",
+        "  charges are lost and anchors are left ahead of the database.",
+        "- *Few round trips under the lock.* The lock is held from the first statement to the",
+        "  `COMMIT`: the opening statements and the chain's head, the anchor's entry and the",
+        "  checkpoints are read in one round trip, the chain entry travels with the `COMMIT`,",
+        "  a repeated read is answered from the transaction's own rows: 6 round trips in all",
+        "  (13 before), plus the admission's own reads.",
+        "- *The anchor.* The host's anchor lock is held only to write the anchor, after the",
+        "  flush: the writer of the host that gets it writes the newest durable state a",
+        "  writer of the host has published (so one file write can cover several charges:",
+        "  the anchor-writes-per-charge figures above), the anchor never moves backwards and",
+        "  never names an entry that is not durable, and no charge returns before an anchor",
+        "  covers it — rollback detection is what the README describes, and the anchor file",
+        "  is still written and fsynced (`integrity.write_anchor`) before a charge returns.",
+        "- *What the sustained figure models.* Each worker process charges one request after",
+        "  another (no batching of concurrent requests inside a process). The CPU a charge",
+        "  costs (above) bounds what the machine's cores can sustain even when nothing waits;",
+        "  with other jobs on the machine (the load averages above) the figures are below",
+        "  what the code does alone.",
     ]
     lines += ["", "Building the ledgers (the real write path, 1,000 charges per transaction):"]
     for backend, (_, rows) in results.items():

@@ -105,14 +105,23 @@ def curator(deployment: Deployment) -> Iterator[dc.Curator]:
         yield client
 
 
-def _stored(ledger: Path, answer: Answer) -> Answer:
-    """The answer the server stored in its ledger for ``answer``'s charge."""
-    charge_id = answer.metadata.charge_id
-    assert charge_id is not None
+def _stored(ledger: Path, answer: Answer, dataset: str = "visits", analyst: str = "ann") -> Answer:
+    """The answer the server stored in its ledger for ``answer``'s charge.
+
+    An analyst's answer names its charge by the analyst's own release number; the ledger
+    stores it under the global id (and names that one in the stored metadata), so the
+    stored answer is shown as the analyst was shown it.
+    """
+    number = answer.metadata.charge_id
+    assert number is not None
     with Ledger(ledger) as led:
+        charge_id = led.charge_of_release(dataset, analyst, number)
+        assert charge_id is not None
         payload = led.answer_for(charge_id)
     assert payload is not None
-    return Answer.from_bytes(payload, loss=answer.loss, remaining=answer.remaining, cached=False)
+    stored = Answer.from_bytes(payload, loss=answer.loss, remaining=answer.remaining, cached=False)
+    assert stored.metadata.charge_id == charge_id
+    return stored.with_metadata(charge_id=number)
 
 
 # -- the analyst's flow ---------------------------------------------------------------------

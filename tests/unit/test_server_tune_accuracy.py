@@ -310,6 +310,36 @@ def test_tune_charges_the_curator_and_proposes(
     assert (meta["max_groups"], meta["max_rows"]) == (1, 1)
 
 
+def test_tune_proposes_clamps_over_http(
+    client: TestClient, service: Service, setup: tuple[ServiceConfig, pd.DataFrame]
+) -> None:
+    body = {
+        "table": "students", "group_by": ["school"], "epsilon": 100, "groups": 3,
+        "clamps": {"grade": [0, 1000]}, "clamp_workload": "avg",
+    }  # fmt: skip
+    r = client.post(f"{DS}/tune", json=body, headers=auth("cur"))
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["charge"]["exact"] == {"epsilon": "100"}  # both charges: 50 + 50
+    charges = service.ledger.history("students")
+    assert [c.id for c in charges] == [out["charge_id"], out["clamp_charge_id"]]
+    grade = out["clamps"]["grade"]
+    assert grade["workload"] == "avg" and 0 <= grade["low"] < grade["high"] <= 1000
+    grades = setup[1]["grade"]
+    assert grade["low"] < grades.median() < grade["high"]
+    chosen = [
+        r for r in grade["trade_off"] if (r["low"], r["high"]) == (grade["low"], grade["high"])
+    ]
+    assert len(chosen) == 1
+    assert chosen[0]["expected_error"] == min(r["expected_error"] for r in grade["trade_off"])
+    bad = {**body, "clamps": {"grade": [0]}}
+    assert client.post(f"{DS}/tune", json=bad, headers=auth("cur")).status_code == 422
+    bad = {**body, "clamps": {"school": [0, 1]}}
+    r = client.post(f"{DS}/tune", json=bad, headers=auth("cur"))
+    assert r.status_code == 400 and "not numeric" in r.text
+    assert len(service.ledger.history("students")) == 2  # the refusals spent nothing
+
+
 def test_tune_apply_sets_the_bounds_in_this_process(client: TestClient) -> None:
     body = {"table": "students", "group_by": ["school"], "epsilon": 100, "groups": 3}
     r = client.post(f"{DS}/tune", json={**body, "apply": True}, headers=auth("cur"))

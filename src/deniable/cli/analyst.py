@@ -6,7 +6,9 @@ same analyst a new one if it is lost. A name is an identity for ever (charges, a
 history and stored answers are kept under it): it is never given to anyone else, not even
 after its holder was revoked. An allowance is a slice of a dataset's one global cap, never
 extra budget: an analyst can spend at most the smaller of what is left of the slice and of
-the cap.
+the cap. A *reserved* allowance (``allow --reserve``) is also held back from every other
+analyst: what its holder has not spent of it cannot be spent by anyone else, so they can
+always spend all of it.
 """
 
 from __future__ import annotations
@@ -164,6 +166,13 @@ def revoke(name: str, config_path: Path | None, ledger_path: Path | None, as_jso
 @fraction_option("--epsilon", help="The allowance's ε.")
 @fraction_option("--delta", help="The allowance's δ.")
 @fraction_option("--rho", help="The allowance's ρ (zCDP datasets).")
+@click.option(
+    "--reserve",
+    is_flag=True,
+    default=False,
+    help="Also reserve the allowance: what NAME has not spent of it is held back from every "
+    "other analyst. Refused when it exceeds what is unspent and unreserved.",
+)
 @config_options
 @json_option
 @handles_errors
@@ -173,6 +182,7 @@ def allow(
     epsilon: Fraction | None,
     delta: Fraction | None,
     rho: Fraction | None,
+    reserve: bool,
     config_path: Path | None,
     ledger_path: Path | None,
     as_json: bool,
@@ -180,7 +190,10 @@ def allow(
     """Give analyst NAME an allowance: a slice of DATASET's cap (never extra budget).
 
     The allowance replaces any earlier one and is recorded in the ledger. Its kind must be the
-    dataset's (ε, ε and δ, or ρ).
+    dataset's (ε, ε and δ, or ρ). An allowance caps NAME's spending but reserves nothing:
+    others may spend the dataset's budget first. With --reserve it is a reserved slice: what
+    NAME has not spent of it is subtracted from what every other analyst may spend. Setting
+    an allowance without --reserve releases a reservation NAME held.
     """
     loss = make_loss(epsilon=epsilon, delta=delta, rho=rho, what="the allowance")
     path, anchor = ledger_location(config_path, ledger_path)
@@ -197,9 +210,10 @@ def allow(
             # What the service does when it starts: the configuration declares the cap.
             ds = config.datasets[dataset]
             ledger.register(dataset, ds.budget, accountant=ds.accountant)
-        ledger.set_allowance(dataset, name, loss)
+        ledger.set_allowance(dataset, name, loss, reserve=reserve)
         cap = ledger.cap(dataset)
         left = ledger.remaining(dataset, analyst=name)
+        reserved = ledger.reservation(dataset, name)
     overridden = config is not None and dataset in config.allowances.get(name, {})
     if overridden:
         click.echo(
@@ -213,12 +227,14 @@ def allow(
                 "name": name,
                 "dataset": dataset,
                 "allowance": loss_doc(loss),
+                "reserved": None if reserved is None else loss_doc(reserved),
                 "cap": loss_doc(cap),
                 "remaining": loss_doc(left),
             }
         )
         return
+    held = "reserved for them" if reserved is not None else "not reserved"
     console().print(
-        f"{name!r} may spend {loss_text(loss)} of {dataset!r} (cap {loss_text(cap)}); "
+        f"{name!r} may spend {loss_text(loss)} of {dataset!r} ({held}; cap {loss_text(cap)}); "
         f"available to them now: {loss_text(left)}"
     )

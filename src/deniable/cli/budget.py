@@ -34,7 +34,13 @@ from deniable.cli.datasets import dataset_names
 def command(
     config_path: Path | None, ledger_path: Path | None, dataset: str | None, as_json: bool
 ) -> None:
-    """Cap, spent and remaining budget per dataset, and per analyst with an allowance."""
+    """Cap, spent and remaining budget per dataset, and per analyst with an allowance.
+
+    The dataset's ``remaining`` is its cap less everything spent; an analyst's is their own
+    slice: the least of what is left of their allowance and of what the dataset can still
+    give them (its cap less everything spent and every other analyst's unspent
+    reservation). A reserved allowance is marked ``reserved``.
+    """
     path, anchor = ledger_location(config_path, ledger_path)
     with open_ledger(path, anchor=anchor, read_only=True) as ledger:
         shown = ledger.path  # a URL without its password
@@ -55,6 +61,7 @@ def command(
                             {
                                 "analyst": a["analyst"],
                                 "allowance": loss_doc(a["allowance"]),
+                                "reserved": loss_doc(a["reserved"]),
                                 "spent": loss_doc(a["spent"]),
                                 "remaining": loss_doc(a["remaining"]),
                             }
@@ -81,10 +88,14 @@ def command(
             style="bold",
         )
         for a in d["analysts"]:
+            if a["allowance"] is None:
+                slice_ = "no allowance (cap)"
+            else:
+                slice_ = loss_text(a["allowance"]) + (" reserved" if a["reserved"] else "")
             table.add_row(
                 "",
                 a["analyst"],
-                "no allowance (cap)" if a["allowance"] is None else loss_text(a["allowance"]),
+                slice_,
                 loss_text(a["spent"]),
                 loss_text(a["remaining"]),
             )
@@ -116,6 +127,7 @@ def _dataset_budget(ledger: Any, dataset: str, analysts: list[str]) -> dict[str,
             {
                 "analyst": name,
                 "allowance": allowance,
+                "reserved": ledger.reservation(dataset, name),
                 "spent": spent,
                 "remaining": ledger.remaining(dataset, analyst=name),
             }

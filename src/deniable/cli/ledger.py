@@ -59,7 +59,11 @@ def history(
     analyst: str | None,
     as_json: bool,
 ) -> None:
-    """Every charge recorded in the ledger, in commit order."""
+    """Every charge recorded in the ledger, in commit order.
+
+    ``id`` is the ledger's global charge id (the curator's); with --json, ``number`` is the
+    release number its analyst is shown (1, 2, … per analyst and dataset).
+    """
     path, anchor = ledger_location(config_path, ledger_path)
     with open_ledger(path, anchor=anchor, read_only=True) as ledger:
         shown = ledger.path  # a URL without its password
@@ -73,6 +77,7 @@ def history(
                 "charges": [
                     {
                         "id": c.id,
+                        "number": c.number,
                         "time": c.time.isoformat(),
                         "dataset": c.dataset,
                         "analyst": c.analyst,

@@ -8,7 +8,7 @@ curator verbs raise :class:`~deniable.server.errors.Forbidden` (HTTP 403 ``forbi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 from urllib.parse import quote
 
@@ -79,19 +79,26 @@ class Curator(Analyst):
         epsilon: Amount | None = None,
         delta: Amount | None = None,
         rho: Amount | None = None,
+        reserve: bool = False,
     ) -> Budget:
         """Set ``analyst``'s slice of the dataset's one cap (never budget beyond the cap).
 
         Give ``loss`` (``Epsilon``, ``EpsilonDelta`` or ``Rho``) or the keywords
-        ``epsilon``; ``epsilon`` and ``delta``; or ``rho``. Idempotent.
+        ``epsilon``; ``epsilon`` and ``delta``; or ``rho``. Idempotent. With ``reserve``
+        the slice is also reserved: what the analyst has not spent of it is held back from
+        every other analyst, so they can always spend all of it; without it, a reservation
+        the analyst held is released. No privacy loss.
 
         Returns:
-            The analyst's budget with the new allowance.
+            The analyst's budget with the new allowance (``reserved`` set when reserved).
 
         Raises:
-            InvalidParameter: not one of the three shapes, or a value the API cannot carry
-                exactly.
+            InvalidParameter: not one of the three shapes, a value the API cannot carry
+                exactly, or (from the server) a reservation that exceeds what is unspent
+                and unreserved.
         """
+        if not isinstance(reserve, bool):
+            raise InvalidParameter("reserve must be True or False")
         if loss is not None:
             if (epsilon, delta, rho) != (None, None, None):
                 raise InvalidParameter("give loss or epsilon/delta/rho, not both")
@@ -99,8 +106,11 @@ class Curator(Analyst):
         else:
             given = {"epsilon": epsilon, "delta": delta, "rho": rho}
             fields = {k: _exact_float(v, k) for k, v in given.items() if v is not None}
+        body: dict[str, object] = dict(fields)
+        if reserve:
+            body["reserve"] = True
         path = _dataset_path(dataset, "allowances", quote(analyst, safe=""))
-        return budget_from_json(self._http.request("PUT", path, body=fields))
+        return budget_from_json(self._http.request("PUT", path, body=body))
 
     # -- the ledger ----------------------------------------------------------------------
 
@@ -121,12 +131,17 @@ class Curator(Analyst):
         workload_epsilon: Amount = 1.0,
         groups: int = 1,
         apply: bool = False,
+        clamps: Mapping[str, Sequence[float]] | None = None,
+        clamp_workload: str = "sum",
     ) -> dict[str, Any]:
         """Measure contributions with DP and propose ``max_groups``/``max_rows``.
 
         Privacy loss: ``epsilon`` (pure ε-DP), charged to the curator's name against the
-        dataset's one cap. The server's ``TuneResponse`` is returned as decoded JSON
-        (``best``, ``proposals``, ``histograms``, ``configuration``…). The server ignores
+        dataset's one cap. With ``clamps`` (column → public search range ``(low, high)``)
+        half of it measures those columns' values (a second charge) and a clamping range
+        is proposed for each, for a ``SUM`` or ``AVG`` per group (``clamp_workload``). The
+        server's ``TuneResponse`` is returned as decoded JSON (``best``, ``proposals``,
+        ``histograms``, ``configuration``, ``clamps``…). The server ignores
         the Idempotency-Key on this route, so the request is resent only when it never
         reached the server.
 
@@ -142,6 +157,9 @@ class Curator(Analyst):
             "groups": groups,
             "apply": apply,
         }
+        if clamps:
+            body["clamps"] = {c: [float(lo), float(hi)] for c, (lo, hi) in clamps.items()}
+            body["clamp_workload"] = clamp_workload
         # The key is sent as on every charging request, but today's server ignores it on
         # this route: so the request is still resent only when it never left the client.
         result: dict[str, Any] = self._http.request(

@@ -209,9 +209,11 @@ class Budget:
         dataset: the dataset.
         cap: the dataset's one total cap.
         spent: spent by everyone (as a curator) or by the caller (as an analyst).
-        remaining: what the caller may still spend (the least of what is left of the cap
-            and of the caller's allowance).
+        remaining: what the caller may still spend: an analyst's own slice (the least of
+            what is left of their allowance and of what the dataset can still give them, its
+            cap less everything spent and other analysts' unspent reservations).
         allowance: the caller's slice of the cap, or None.
+        reserved: the caller's reserved slice (held back from every other analyst), or None.
     """
 
     dataset: str
@@ -219,10 +221,13 @@ class Budget:
     spent: PrivacyLoss
     remaining: PrivacyLoss
     allowance: PrivacyLoss | None
+    reserved: PrivacyLoss | None = None
 
     def __str__(self) -> str:
         """``dataset: spent … of …; remaining …``."""
         slice_ = "" if self.allowance is None else f" (allowance {show_loss(self.allowance)})"
+        if self.reserved is not None:
+            slice_ = f" (reserved {show_loss(self.reserved)})"
         return (
             f"{self.dataset}: spent {show_loss(self.spent)} of {show_loss(self.cap)}{slice_}; "
             f"remaining {show_loss(self.remaining)}"
@@ -238,6 +243,7 @@ def budget_from_json(body: Mapping[str, Any]) -> Budget:
             spent=loss_from_json(body["spent"]),
             remaining=loss_from_json(body["remaining"]),
             allowance=None if body["allowance"] is None else loss_from_json(body["allowance"]),
+            reserved=None if body.get("reserved") is None else loss_from_json(body["reserved"]),
         )
     except (KeyError, TypeError) as e:
         raise InternalError("the server sent a malformed budget") from e
@@ -278,7 +284,10 @@ class Release:
     """One committed charge of the ledger.
 
     Attributes:
-        id: the charge's id (answers name it as ``metadata.charge_id``).
+        id: the release's id as the caller is shown it: an analyst's own release number
+            (1, 2, … on the dataset; answers name it as ``metadata.charge_id``), the
+            ledger's charge id for a curator.
+        number: the release number its analyst knows it by (1, 2, … per dataset).
         dataset: the dataset whose budget paid.
         analyst: who asked.
         query: the query text.
@@ -294,6 +303,7 @@ class Release:
     loss: PrivacyLoss
     time: _dt.datetime
     status: str
+    number: int | None = None
 
 
 def release_from_json(body: Mapping[str, Any]) -> Release:
@@ -307,6 +317,7 @@ def release_from_json(body: Mapping[str, Any]) -> Release:
             loss=loss_from_json(body["loss"]),
             time=_time(body["time"]),
             status=body["status"],
+            number=None if body.get("number") is None else int(body["number"]),
         )
     except (KeyError, TypeError, ValueError) as e:
         raise InternalError("the server sent a malformed ledger entry") from e

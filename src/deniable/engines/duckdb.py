@@ -187,9 +187,10 @@ class DuckDBEngine:
         return self._con
 
     def toolkit_runner(self, binding: TableBinding) -> DuckDBRunner:
-        """A :class:`DuckDBRunner` on the connection where ``binding``'s table is readable
-        under ``binding.name``: for the toolkits that run their own DuckDB SQL (safe
-        k-anonymization). Their TEMP tables live in that connection.
+        """A :class:`DuckDBRunner` on the connection where ``binding.name`` names the table.
+
+        For the toolkits that run their own DuckDB SQL (safe k-anonymization); their TEMP
+        tables live in that connection.
 
         Raises:
             InvalidParameter: the table was bound from a DuckDB relation (no connection

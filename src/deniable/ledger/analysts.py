@@ -17,7 +17,7 @@ from typing import Literal
 
 from deniable.errors import InvalidParameter
 from deniable.ledger.chain import Write
-from deniable.ledger.records import utc_now
+from deniable.ledger.records import check_not_reserved, utc_now
 from deniable.ledger.store import Tx
 
 Role = Literal["curator", "analyst"]
@@ -81,8 +81,10 @@ def insert_analyst(w: Write, name: str, role: Role, digest: str) -> None:
     analyst a new token).
 
     Raises:
-        InvalidParameter: an analyst of that name exists or existed.
+        InvalidParameter: an analyst of that name exists or existed, or the name is one the
+            ledger keeps reservations under.
     """
+    check_not_reserved(name)
     row = w.conn.execute(
         "SELECT revoked_at FROM analysts WHERE name = ? ORDER BY id DESC LIMIT 1", (name,)
     ).fetchone()

@@ -25,12 +25,14 @@ from deniable.accounting.filter import (
     make_filter,
     parse_accountant,
 )
-from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
+from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho, show
 from deniable.accounting.renyi import ZCDPFilter, ZCDPSpent, zcdp_charge
 from deniable.errors import BudgetExceeded, InvalidParameter, LedgerError, UnknownDataset
 from deniable.ledger.chain import ID_BOUND, Write
 from deniable.ledger.records import (
+    RESERVED,
     Charge,
+    check_not_reserved,
     decode_details,
     decode_loss,
     encode_loss,
@@ -421,29 +423,370 @@ def admit_both(
 ) -> BudgetFilter | ZCDPFilter:
     """Admit ``loss`` against the dataset's filter and the analyst's allowance, or raise.
 
-    Returns the dataset's filter with ``loss`` charged. Nothing is written here.
+    The dataset admits ``loss`` for ``analyst`` when it fits the cap once everything spent
+    *and* every other analyst's unspent reservation are counted (:func:`available`):
+    ``spent + loss ≤ cap − Σ_{B ≠ analyst} max(0, reserved_B − spent_B)``, exactly, per
+    component (``(Σρ, Σδ)`` under the zCDP accountant). An analyst with an allowance must
+    also fit what is left of it. Returns the dataset's filter (its true spent total, for
+    the anchor) with ``loss`` charged. Nothing is written here.
+
+    Raises:
+        BudgetExceeded: ``loss`` does not fit; for a named analyst the message and
+            ``remaining`` say only what *they* may still spend (:func:`refusal`), never the
+            dataset's spent total or others' reservations.
     """
     cap = cap_of(conn, dataset)
     accountant = accountant_of(conn, dataset)
     budget = filter_of(conn, dataset, cap, accountant, analyst=None)
-    allowance = None if analyst is None else allowance_of(conn, dataset, analyst)
-    if allowance is None:
-        admit(budget, loss, f"dataset {dataset!r}")
+    allowance, reserved = slices_of(conn, dataset, analyst)
+    avail = available(
+        conn, dataset, cap, accountant, budget, analyst=analyst, reservations=reserved
+    )
+    if analyst is None:
+        if avail is budget:
+            admit(budget, loss, f"dataset {dataset!r}")
+            return budget
+        if not avail.can_charge(loss):
+            left = avail.remaining_for(loss)
+            raise BudgetExceeded(
+                f"{loss} does not fit what is unspent and unreserved of dataset {dataset!r}: "
+                f"only {left} is; nothing was spent",
+                requested=loss,
+                remaining=left,
+            )
+        budget.charge(loss)
         return budget
-    # Check both before writing; when either refuses, report what is really left: the
-    # component-wise minimum of the two remainders.
-    mine = filter_of(conn, dataset, allowance, accountant, analyst=analyst)
-    if not (budget.can_charge(loss) and mine.can_charge(loss)):
-        left = meet(budget.remaining_for(loss), mine.remaining_for(loss))
-        raise BudgetExceeded(
-            f"{loss} does not fit the budget of dataset {dataset!r} for analyst "
-            f"{analyst!r}: only {left} is left; nothing was spent",
-            requested=loss,
-            remaining=left,
-        )
-    admit(mine, loss, f"analyst {analyst!r}'s allowance on dataset {dataset!r}")
-    admit(budget, loss, f"dataset {dataset!r}")
+    mine = (
+        None
+        if allowance is None
+        else filter_of(conn, dataset, allowance, accountant, analyst=analyst)
+    )
+    if not (avail.can_charge(loss) and (mine is None or mine.can_charge(loss))):
+        raise refusal(dataset, analyst, loss, avail, mine)
+    if mine is not None:
+        mine.charge(loss)
+    budget.charge(loss)  # cannot refuse: avail counts at least what budget counts
     return budget
+
+
+def refusal(
+    dataset: str,
+    analyst: str,
+    loss: PrivacyLoss,
+    avail: BudgetFilter | ZCDPFilter,
+    mine: BudgetFilter | ZCDPFilter | None,
+) -> BudgetExceeded:
+    """The refusal of ``loss`` as ``analyst`` sees it: what *they* may still spend, and why.
+
+    The figure is the least of what is left of their allowance and of what the dataset can
+    still give them (its cap less everything spent and every other analyst's unspent
+    reservation) — exactly what a sequence of refused requests would reveal anyway. The
+    message never states the dataset's spent total, its remaining before reservations,
+    other analysts' allowances or reservations, or its cap.
+    """
+    from_dataset = avail.remaining_for(loss)
+    left = from_dataset if mine is None else meet(from_dataset, mine.remaining_for(loss))
+    if mine is not None and not mine.can_charge(loss):
+        why = "what is left of their allowance"
+    else:
+        why = (
+            "what the dataset's shared budget can still give them: other analysts' spending "
+            "and reservations count against it"
+        )
+    return BudgetExceeded(
+        f"{loss} does not fit what analyst {analyst!r} may still spend on dataset "
+        f"{dataset!r}: only {left} ({why}); nothing was spent",
+        requested=loss,
+        remaining=left,
+    )
+
+
+# -- reserved slices -------------------------------------------------------------------------
+
+
+def reservation_of(conn: Tx, dataset: str, analyst: str) -> PrivacyLoss | None:
+    """``analyst``'s reservation on ``dataset`` (None when none, or released to zero)."""
+    loss = allowance_of(conn, dataset, RESERVED + analyst)
+    return None if loss is None or not any(components(loss)) else loss
+
+
+def reservations_of(conn: Tx, dataset: str) -> dict[str, PrivacyLoss]:
+    """Every analyst's non-zero reservation on ``dataset``, by analyst name."""
+    rows = conn.execute(
+        "SELECT analyst, loss_type, epsilon, delta, rho FROM allowances "
+        "WHERE dataset = ? AND substr(analyst, 1, ?) = ?",
+        (dataset, len(RESERVED), RESERVED),
+    ).fetchall()
+    out: dict[str, PrivacyLoss] = {}
+    for row in rows:
+        loss = decode_loss(row[1:5])
+        if any(components(loss)):
+            out[str(row[0])[len(RESERVED) :]] = loss
+    return out
+
+
+def unspent_reservation(
+    conn: Tx, dataset: str, accountant: Accountant, reservation: PrivacyLoss, analyst: str
+) -> tuple[Fraction, ...]:
+    """``max(0, reserved − spent)`` of ``analyst``, per component of the dataset's filter.
+
+    In the cap's kind with the basic accountant; ``(ρ, δ)`` with the zCDP accountant (the
+    reservation's ``ρ_max`` and δ pool less the analyst's ``Σρ`` and ``Σδ``).
+    """
+    held = filter_of(conn, dataset, reservation, accountant, analyst=analyst)
+    if isinstance(held, ZCDPFilter):
+        return (held.remaining_rho.rho, held.remaining_delta)
+    return components(held.remaining)
+
+
+def slices_of(
+    conn: Tx, dataset: str, analyst: str | None
+) -> tuple[PrivacyLoss | None, dict[str, PrivacyLoss]]:
+    """``analyst``'s allowance (or None) and every non-zero reservation, in one read.
+
+    The admission path's only read of the allowances table: reservations cost a charge no
+    extra round trip to the database.
+    """
+    rows = conn.execute(
+        "SELECT analyst, loss_type, epsilon, delta, rho FROM allowances "
+        "WHERE dataset = ? AND (analyst = ? OR substr(analyst, 1, ?) = ?)",
+        (dataset, "" if analyst is None else analyst, len(RESERVED), RESERVED),
+    ).fetchall()
+    allowance: PrivacyLoss | None = None
+    reserved: dict[str, PrivacyLoss] = {}
+    for row in rows:
+        name, loss = str(row[0]), decode_loss(row[1:5])
+        if name == analyst:
+            allowance = loss
+        elif any(components(loss)):
+            reserved[name[len(RESERVED) :]] = loss
+    return allowance, reserved
+
+
+def held_for_others(
+    conn: Tx,
+    dataset: str,
+    accountant: Accountant,
+    *,
+    analyst: str | None,
+    reservations: Mapping[str, PrivacyLoss] | None = None,
+) -> tuple[Fraction, ...] | None:
+    """The sum of every other analyst's unspent reservation, or None when nobody has one.
+
+    ``reservations``: every reservation on ``dataset`` when the caller already read them.
+    """
+    if reservations is None:
+        reservations = reservations_of(conn, dataset)
+    found = {b: r for b, r in reservations.items() if b != analyst}
+    if not found:
+        return None
+    total: tuple[Fraction, ...] | None = None
+    for b, r in sorted(found.items()):
+        one = unspent_reservation(conn, dataset, accountant, r, b)
+        total = one if total is None else tuple(x + y for x, y in zip(total, one, strict=True))
+    return total
+
+
+def with_held(
+    budget: BudgetFilter | ZCDPFilter,
+    cap: PrivacyLoss,
+    accountant: Accountant,
+    held: tuple[Fraction, ...],
+) -> BudgetFilter | ZCDPFilter:
+    """``budget``'s filter with ``held`` counted as spent (what others hold in reserve)."""
+    if isinstance(budget, ZCDPFilter):
+        used = budget.used
+        spent = ZCDPSpent(rho=used.rho + held[0], delta=used.delta + held[1])
+        return make_filter(cap, accountant, spent=spent)
+    values = tuple(s + h for s, h in zip(components(budget.spent), held, strict=True))
+    return BudgetFilter(cap, spent=from_components(type(cap), values))
+
+
+def available(
+    conn: Tx,
+    dataset: str,
+    cap: PrivacyLoss,
+    accountant: Accountant,
+    budget: BudgetFilter | ZCDPFilter,
+    *,
+    analyst: str | None,
+    reservations: Mapping[str, PrivacyLoss] | None = None,
+) -> BudgetFilter | ZCDPFilter:
+    """The dataset's filter as ``analyst`` may spend it: others' reservations held back.
+
+    ``budget`` itself when nobody else holds a reservation (the common case).
+    ``reservations``: every reservation on ``dataset`` when the caller already read them.
+    """
+    held = held_for_others(conn, dataset, accountant, analyst=analyst, reservations=reservations)
+    return budget if held is None else with_held(budget, cap, accountant, held)
+
+
+def analyst_remaining(conn: Tx, dataset: str, analyst: str) -> PrivacyLoss:
+    """What ``analyst`` may still spend on ``dataset``: their own slice of it.
+
+    The least of what is left of their allowance (if any) and of what the dataset can still
+    give them (its cap less everything spent and every other analyst's unspent
+    reservation). With a reservation covering their allowance this is what is left of
+    their allowance, whatever others do.
+    """
+    cap = cap_of(conn, dataset)
+    accountant = accountant_of(conn, dataset)
+    budget = filter_of(conn, dataset, cap, accountant, analyst=None)
+    left = available(conn, dataset, cap, accountant, budget, analyst=analyst).remaining
+    allowance = allowance_of(conn, dataset, analyst)
+    if allowance is None:
+        return left
+    return meet(left, filter_of(conn, dataset, allowance, accountant, analyst=analyst).remaining)
+
+
+def set_reservation(
+    w: Write, dataset: str, analyst: str, reservation: PrivacyLoss | None, now: str
+) -> None:
+    """Reserve ``reservation`` of ``dataset`` for ``analyst`` (None: release it), inside ``w``.
+
+    A reservation is subtracted from what every other analyst may spend (:func:`admit_both`).
+    It can never be made larger than what is unspent and unreserved: the analyst's unspent
+    part of it, ``max(0, reservation − spent_analyst)``, must fit the dataset's cap once
+    everything spent and every other analyst's unspent reservation are counted (exactly, in
+    the dataset filter's terms: per component, or ``(ρ, δ)`` under the zCDP accountant).
+
+    Raises:
+        InvalidParameter: the reservation is of another kind than the cap, or larger than
+            what is unspent and unreserved (the message says how much is); nothing written.
+    """
+    conn = w.conn
+    previous = allowance_of(conn, dataset, RESERVED + analyst)
+    if reservation is None:
+        if previous is None or not any(components(previous)):
+            return
+        zero = tuple(Fraction(0) for _ in components(previous))
+        reservation = from_components(type(previous), zero)
+    elif previous == reservation:
+        return
+    cap = cap_of(conn, dataset)
+    if type(reservation) is not type(cap):
+        raise InvalidParameter(
+            f"a reservation is a slice of dataset {dataset!r}'s cap and must be of its kind "
+            f"({kind_name(cap)}); nothing was changed"
+        )
+    if any(components(reservation)):
+        accountant = accountant_of(conn, dataset)
+        budget = filter_of(conn, dataset, cap, accountant, analyst=None)
+        free = available(conn, dataset, cap, accountant, budget, analyst=analyst)
+        need = unspent_reservation(conn, dataset, accountant, reservation, analyst)
+        if isinstance(free, ZCDPFilter):
+            used = free.used
+            fits = used.rho + need[0] <= free.rho_max and used.delta + need[1] <= free.delta_pool
+            left = (
+                f"ρ = {show(free.remaining_rho.rho)} with δ = {show(free.remaining_delta)} for "
+                "δ-charges, in the zCDP accountant's terms"
+            )
+        else:
+            fits = free.can_charge(from_components(type(cap), need))
+            left = str(free.remaining)
+        if not fits:
+            raise InvalidParameter(
+                f"cannot reserve {reservation} of dataset {dataset!r} for {analyst!r}: it "
+                f"exceeds what is unspent and unreserved ({left} is, beyond what "
+                f"{analyst!r} has already spent); reserve less, or release another "
+                "analyst's reservation first. Nothing was changed"
+            )
+    conn.execute(
+        "INSERT INTO allowances (dataset, analyst, loss_type, epsilon, delta, rho, set_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (dataset, analyst) DO UPDATE SET "
+        "loss_type = excluded.loss_type, epsilon = excluded.epsilon, "
+        "delta = excluded.delta, rho = excluded.rho, set_at = excluded.set_at",
+        (dataset, RESERVED + analyst, *encode_loss(reservation), now),
+    )
+    record_event(w, dataset, "set_allowance", RESERVED + analyst, reservation, previous, now)
+
+
+def number_rows(rows: Iterable[Any]) -> list[int]:
+    """Release numbers of charge rows (``(id, dataset, analyst, …)``) listed in commit order.
+
+    The rows must hold every charge of each analyst they name on their dataset (a listing of
+    a dataset, whole or of one analyst): each is numbered 1, 2, … within its analyst.
+    """
+    seen: dict[tuple[str, str], int] = {}
+    out: list[int] = []
+    for r in rows:
+        key = (str(r[1]), str(r[2]))
+        seen[key] = seen.get(key, 0) + 1
+        out.append(seen[key])
+    return out
+
+
+def event_action(
+    action: str, analyst: str | None
+) -> Literal["register", "change_cap", "set_allowance", "reserve"]:
+    """A stored curator event's action as the ledger reports it (a reservation's: reserve)."""
+    if action == "set_allowance" and analyst is not None and analyst.startswith(RESERVED):
+        return "reserve"
+    if action not in ("register", "change_cap", "set_allowance"):
+        raise LedgerError("the ledger holds a curator event of an unknown kind")
+    return action  # type: ignore[return-value]
+
+
+def event_analyst(analyst: str | None) -> str | None:
+    """The analyst a stored curator event concerns (a reservation's row names its holder)."""
+    if analyst is not None and analyst.startswith(RESERVED):
+        return analyst[len(RESERVED) :]
+    return analyst
+
+
+def check_cap_keeps_reservations(
+    conn: Tx, dataset: str, cap: PrivacyLoss, accountant: Accountant
+) -> None:
+    """Refuse a new cap below what is spent plus every analyst's unspent reservation.
+
+    A reservation promises its holder the whole of it; a cap lowered beneath the promises
+    would break them silently.
+
+    Raises:
+        InvalidParameter: the new cap cannot hold them (nothing is changed).
+    """
+    held = held_for_others(conn, dataset, accountant, analyst=None)
+    if held is None:
+        return
+    after = filter_of(conn, dataset, cap, accountant, analyst=None)
+    if over(with_held(after, cap, accountant, held)):
+        raise InvalidParameter(
+            f"dataset {dataset!r}'s cap cannot become {cap}: it would no longer hold what "
+            "was spent and what analysts' reservations still promise them; release or lower "
+            "reservations first (deniable analyst allow NAME without --reserve). Nothing was "
+            "changed"
+        )
+
+
+def release_number(conn: Tx, dataset: str, analyst: str, charge_id: int) -> int | None:
+    """The number ``analyst`` knows charge ``charge_id`` by (1, 2, … per dataset), or None.
+
+    Its rank among the analyst's own charges on ``dataset`` in commit order: what an analyst
+    is shown instead of the ledger's global id, which would count everyone's releases.
+    None when the charge is not the analyst's on that dataset.
+    """
+    row = conn.execute(
+        "SELECT 1 FROM charges WHERE id = ? AND dataset = ? AND analyst = ?",
+        (charge_id, dataset, analyst),
+    ).fetchone()
+    if row is None:
+        return None
+    count = conn.execute(
+        "SELECT COUNT(*) FROM charges WHERE dataset = ? AND analyst = ? AND id <= ?",
+        (dataset, analyst, charge_id),
+    ).fetchone()
+    return int(count[0])
+
+
+def charge_by_number(conn: Tx, dataset: str, analyst: str, number: int) -> int | None:
+    """The ledger's id of ``analyst``'s release number ``number`` on ``dataset``, or None."""
+    if number < 1:
+        return None
+    row = conn.execute(
+        "SELECT id FROM charges WHERE dataset = ? AND analyst = ? ORDER BY id LIMIT 1 OFFSET ?",
+        (dataset, analyst, number - 1),
+    ).fetchone()
+    return None if row is None else int(row[0])
 
 
 def admit_and_insert(
@@ -462,6 +805,7 @@ def admit_and_insert(
     The one write path of a release (:meth:`Ledger.charge`, :meth:`Ledger.record_sample_release`):
     nothing is written when the filter refuses; the anchor's total follows the charge.
     """
+    check_not_reserved(analyst)
     budget = admit_both(w.conn, dataset, analyst, loss)
     now = utc_now()
     charge_id = insert_charge(

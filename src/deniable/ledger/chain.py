@@ -11,14 +11,29 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from deniable.errors import LedgerError
-from deniable.ledger.integrity import GENESIS, Anchor, LedgerReport, canonical, entry_hash
+from deniable.ledger.integrity import (
+    GENESIS,
+    Anchor,
+    AnchorUnreadable,
+    FileLock,
+    LedgerReport,
+    canonical,
+    entry_hash,
+    read_anchor,
+    write_anchor,
+)
 from deniable.ledger.records import CHARGE_COLUMNS
 from deniable.ledger.store import Counted, Tx
+
+APPEND = "INSERT INTO chain (seq, op, payload, hash) VALUES (?, ?, ?, ?)"
+"""The statement that appends an entry (a backend may prepare it once per connection)."""
 
 
 class Write:
@@ -40,10 +55,8 @@ class Write:
         text = canonical({"op": op, **payload})
         seq = self.seq + 1
         digest = entry_hash(self.head, seq, text)
-        self.conn.execute(
-            "INSERT INTO chain (seq, op, payload, hash) VALUES (?, ?, ?, ?)",
-            (seq, op, text, digest),
-        )
+        # Nothing reads the insert's result: it may travel with the next statement.
+        self.conn.defer(APPEND, (seq, op, text, digest))
         self.seq, self.head = seq, digest
         return seq
 
@@ -844,8 +857,241 @@ def live_check(
         )
     head: str | None = w.head
     if anchor.seq != w.seq:
-        row = w.conn.execute("SELECT hash FROM chain WHERE seq = ?", (anchor.seq,)).fetchone()
+        row = w.conn.execute(ENTRY_HASH, (anchor.seq,)).fetchone()
         head = None if row is None else str(row[0])
     if head != anchor.head:
         return f"entry {anchor.seq} has another hash than the anchor records"
     return None
+
+
+# -- the anchor of a store that serialises its writers itself (PostgreSQL) ---------------------
+#
+# Such a store (``Store.serialises_writers``) admits one writer at a time on every host and
+# returns from a write transaction only once its commit is durable. The host's anchor lock is
+# then not held through the transaction: each write, once durable, makes sure the anchor
+# covers it before it returns (:func:`settle`), and one anchor write covers every write of
+# the host that became durable before it (a group commit of the anchor file).
+
+
+def proposal_path(anchor_path: str) -> str:
+    """``<anchor>.next``: the anchor the host's last write would write (not durable)."""
+    return anchor_path + ".next"
+
+
+def _anchor_value(anchor: Anchor) -> dict[str, object]:
+    value: dict[str, object] = {
+        "ledger_id": anchor.ledger_id,
+        "seq": anchor.seq,
+        "head": anchor.head,
+        "spent": anchor.spent,
+    }
+    if anchor.checkpoint is not None:
+        value["checkpoint"] = {"seq": anchor.checkpoint[0], "hash": anchor.checkpoint[1]}
+    if anchor.caps is not None:
+        value["caps"] = anchor.caps
+    return value
+
+
+def _put(path: str, anchor: Anchor) -> None:
+    """Overwrite ``path`` with ``anchor`` and its SHA-256 (not durable; errors ignored)."""
+    text = canonical(_anchor_value(anchor))
+    data = f"{hashlib.sha256(text.encode('utf-8')).hexdigest()} {text}\n".encode()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            os.pwrite(fd, data, 0)
+            os.ftruncate(fd, len(data))
+        finally:
+            os.close(fd)
+    except OSError:
+        return
+
+
+def _get(path: str) -> Anchor | None:
+    """What :func:`_put` wrote at ``path``, or None if absent, torn or invalid."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(1 << 20)
+        digest, _, rest = data.partition(b" ")
+        text, newline, _ = rest.partition(b"\n")
+        if not newline or hashlib.sha256(text).hexdigest().encode() != digest:
+            return None
+        value = json.loads(text)
+        checkpoint = value.get("checkpoint")
+        return Anchor(
+            ledger_id=str(value["ledger_id"]),
+            seq=int(value["seq"]),
+            head=str(value["head"]),
+            spent=dict(value["spent"]),
+            checkpoint=None
+            if checkpoint is None
+            else (int(checkpoint["seq"]), str(checkpoint["hash"])),
+            caps=value.get("caps"),
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def propose(anchor_path: str, anchor: Anchor) -> None:
+    """Record ``anchor`` as what this host's write at ``anchor.seq`` would anchor.
+
+    Called inside the write transaction, before its commit, so the proposal may name an
+    entry that never commits: it is used only by the next writer of this host, under the
+    database's writers' lock, and only when it names exactly that writer's first entry and
+    its hash (:func:`newest_base`). It saves that writer the recomputation of every
+    dataset's spent total for its anchor. Not durable, overwritten in place: a reader
+    checks the SHA-256 it carries, so a torn read is ignored. A failure to write it is
+    ignored (it is an optimisation).
+    """
+    _put(proposal_path(anchor_path), anchor)
+
+
+def proposed(anchor_path: str) -> Anchor | None:
+    """The last proposal of this host (:func:`propose`), or None if absent, torn or invalid."""
+    return _get(proposal_path(anchor_path))
+
+
+def newest_base(w: Write, anchor: Anchor | None, ledger_id: str, anchor_path: str) -> Anchor | None:
+    """The anchor state ``w`` starts from: this host's proposal if it is ``w``'s start.
+
+    Inside a write, under the database's writers' lock: the proposal counts only when it
+    names this ledger, ``w``'s first entry and that entry's hash (the chain binds every
+    earlier entry), so it is exactly the state the previous writer committed. Otherwise the
+    anchor file (which may be behind: the anchor state is then recomputed from the rows).
+    """
+    ahead = proposed(anchor_path)
+    if (
+        ahead is not None
+        and ahead.ledger_id == ledger_id
+        and ahead.seq == w.start
+        and ahead.head == w.head
+    ):
+        return ahead
+    return anchor
+
+
+ENTRY_HASH = "SELECT hash FROM chain WHERE seq = ?"
+CHECKPOINT_HASH = "SELECT hash FROM checkpoints WHERE seq = ?"
+LATEST_CHECKPOINT = "SELECT seq FROM checkpoints ORDER BY seq DESC LIMIT 1"
+"""Statements of a write's start (:func:`live_check`, ``Ledger._counted_by`` and
+``Ledger._maybe_checkpoint``) that :func:`start` answers in advance."""
+
+
+START = (
+    "SELECT 'h', seq, hash FROM (SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1) h"
+    " UNION ALL SELECT 'a', seq, hash FROM chain WHERE seq = ?"
+    " UNION ALL SELECT 'v', seq, hash FROM checkpoints WHERE seq = ?"
+    " UNION ALL SELECT 'c', seq, hash FROM"
+    " (SELECT seq, hash FROM checkpoints ORDER BY seq DESC LIMIT 1) c"
+)
+"""What :func:`start` reads (parameters: the anchor's entry, its vouched checkpoint)."""
+
+
+def start(tx: Tx, anchor: Anchor | None) -> Write:
+    """Begin a write on a ledger whose tables all exist: one statement reads its start.
+
+    The chain's last entry, and — so that they need no round trip of their own while the
+    writer holds the lock — the hash of the anchor's entry (:func:`live_check`), the hash
+    of the checkpoint the anchor vouches for and the last checkpoint's number (handed to
+    the transaction with :meth:`~deniable.ledger.store.Tx.remember`). A backend may prepare
+    :data:`START` once per connection and send it with the statements that open the
+    transaction.
+    """
+    seq = int(anchor.seq) if anchor is not None else 0
+    vouched_seq = int(anchor.checkpoint[0]) if anchor and anchor.checkpoint else 0
+    rows = tx.execute(START, (seq, vouched_seq)).fetchall()
+    found = {str(r[0]): (int(r[1]), str(r[2])) for r in rows}
+    if anchor is not None:
+        tx.remember(ENTRY_HASH, (seq,), [(found["a"][1],)] if "a" in found else [])
+    if vouched_seq:
+        tx.remember(CHECKPOINT_HASH, (vouched_seq,), [(found["v"][1],)] if "v" in found else [])
+    tx.remember(LATEST_CHECKPOINT, (), [(found["c"][0],)] if "c" in found else [])
+    if "h" not in found:
+        return Write(tx, 0, GENESIS)
+    return Write(tx, *found["h"])
+
+
+def durable_path(anchor_path: str) -> str:
+    """``<anchor>.durable``: the newest durable write of this host and its anchor state."""
+    return anchor_path + ".durable"
+
+
+def _mark(anchor_path: str, durable: Anchor) -> None:
+    """Publish ``durable`` (a write whose commit is durable) for the host's next anchor.
+
+    Written after the flush, without a lock, and only over an older state of this ledger:
+    two writers racing may leave the older one, which only makes :func:`settle` vouch for
+    less. Not durable itself; a torn read fails its SHA-256 and is ignored.
+    """
+    current = _get(durable_path(anchor_path))
+    if current is None or current.ledger_id != durable.ledger_id or current.seq < durable.seq:
+        _put(durable_path(anchor_path), durable)
+
+
+def _covers(anchor: Anchor | None, mine: Anchor) -> bool:
+    return anchor is not None and anchor.ledger_id == mine.ledger_id and anchor.seq >= mine.seq
+
+
+def _current(anchor_path: str) -> Anchor | None:
+    try:
+        return read_anchor(anchor_path)
+    except AnchorUnreadable:
+        return None
+
+
+def settle(
+    anchor_path: str,
+    lock: FileLock,
+    mine: Anchor,
+    *,
+    deadline: float,
+    force: bool = False,
+) -> None:
+    """Return once the anchor file covers ``mine`` (a write whose commit is durable).
+
+    Covered means: the anchor names this ledger at entry ``mine.seq`` or later. An anchor
+    at a later entry vouches for ours too: the chain binds every entry before it, and the
+    anchor is written only for entries that are durable. Otherwise, under the anchor's
+    lock, the newest state this host can vouch for is written: the newest durable write
+    another writer of this host published after its flush (:func:`_mark`) if it is later
+    than ``mine``, else ``mine``. So the writes of this host that became durable while one
+    anchor was being written are covered together by the next one: fewer anchor file
+    writes than charges, and still none returns before an anchor covers it (as when the
+    lock spanned each write). The anchor never moves backwards, and never names an entry
+    that is not durable (a crash of the database then cannot leave it behind its anchor).
+
+    ``force`` (an acknowledgement) writes ``mine`` under the lock whatever the anchor says,
+    and replaces what was published (it may be of a branch the acknowledgement left).
+
+    Raises:
+        LedgerError: the lock was not obtained before ``deadline`` (``time.monotonic``), or
+            the anchor could not be written (the change is already committed).
+    """
+    if force:  # what was published before an acknowledgement may be of a lost branch
+        _put(durable_path(anchor_path), mine)
+    else:
+        _mark(anchor_path, mine)
+    delay = 0.0001
+    while True:
+        try:  # one attempt: another writer of this host may be writing the anchor
+            lock.acquire(time.monotonic())
+        except LedgerError:
+            if not force and _covers(_current(anchor_path), mine):
+                return  # it wrote one that covers this write
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(delay)
+            delay = min(2 * delay, 0.001)
+            continue
+        try:
+            best = mine
+            if not force:
+                if _covers(_current(anchor_path), mine):
+                    return
+                ahead = _get(durable_path(anchor_path))
+                if ahead is not None and ahead.ledger_id == mine.ledger_id and ahead.seq > mine.seq:
+                    best = ahead
+            write_anchor(anchor_path, best)
+            return
+        finally:
+            lock.release()

@@ -27,6 +27,10 @@ Guarantees (DESIGN.md §7), each with the mechanism that keeps it:
 * **Budgets belong to the dataset.** Per-analyst allowances are slices of the one global cap
   (analysts who collude add up): a charge must fit both the analyst's slice and the cap.
   Slices may overlap (their sum may exceed the cap); the cap still bounds everyone together.
+  A *reserved* slice (``set_allowance(..., reserve=True)``) is also held back: what its
+  analyst has not spent of it counts as spent for every other analyst, checked in the same
+  serialised transaction as admission (:mod:`deniable.ledger.budget`). Analysts are shown
+  their own release numbers (:attr:`Charge.number`), never the global ids.
 * **Charges are facts.** The tables are append-only (triggers in both backends, and on
   PostgreSQL grants as a first wall); a curator's change of cap or allowance is itself
   recorded in ``curator_events``.
@@ -118,7 +122,6 @@ from deniable.ledger.budget import (
     insert_charge,
     kind_name,
     lost_budget,
-    meet,
     over,
     record_event,
     set_accountant,
@@ -155,6 +158,7 @@ from deniable.ledger.records import (
     SampleRelease,
     check_loss,
     check_name,
+    check_not_reserved,
     decode_details,
     decode_loss,
     encode_details,
@@ -532,24 +536,43 @@ class Ledger:
         process ran is caught here); ``lenient`` (storing answers, revoking tokens: nothing
         that gives budget back) proceeds on a tampered ledger but leaves its anchor alone;
         ``acknowledge`` re-anchors unconditionally.
+
+        On a store that serialises its writers itself (PostgreSQL,
+        ``Store.serialises_writers``) the anchor's lock is not held through the transaction:
+        the anchor is read before the database's lock (it is written only for durable
+        entries, so it can lag behind the database, never lead it), and after the durable
+        commit :func:`deniable.ledger.chain.settle` returns once an anchor covers this write.
         """
         with self._lock:
             if mode == "trusted":
                 self._require_trusted()
-            if self._flock is None:
+            if self._flock is None or self._store is None:
                 raise LedgerError("the ledger is closed")
-            self._flock.acquire(time.monotonic() + self._timeout)
+            # A database that serialises its writers on every host by itself (PostgreSQL)
+            # needs the host's anchor lock only to write the anchor, after the durable
+            # commit (chain.settle); otherwise it spans the transaction and the anchor.
+            apart = self._store.serialises_writers
+            if not apart:
+                self._flock.acquire(time.monotonic() + self._timeout)
             try:
                 anchor_state: (
                     tuple[Write, dict[str, dict[str, str]], dict[str, list[str | None]]] | None
                 ) = None
                 with self._transaction(write=True) as tx:
-                    row = tx.execute(
-                        "SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1"
-                    ).fetchone()
-                    w = Write(tx, int(row[0]), str(row[1])) if row else Write(tx, 0, GENESIS)
-                    anchor, unreadable = self._load_anchor()
-                    w.previous = anchor
+                    if apart:  # the anchor may lag, never lead: read before the lock
+                        anchor, unreadable = self._load_anchor()
+                        w = chain.start(tx, anchor)
+                    else:
+                        row = tx.execute(
+                            "SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1"
+                        ).fetchone()
+                        w = Write(tx, int(row[0]), str(row[1])) if row else Write(tx, 0, GENESIS)
+                        anchor, unreadable = self._load_anchor()
+                    w.previous = (
+                        chain.newest_base(w, anchor, self._ledger_id, self._anchor_path)
+                        if apart
+                        else anchor
+                    )
                     tx.counted = self._counted_by(tx, anchor)
                     if mode != "acknowledge" and not self.tampered:
                         problem = live_check(
@@ -576,12 +599,23 @@ class Ledger:
                         self._maybe_checkpoint(w)
                     if w.seq > w.start and (mode == "acknowledge" or not self.tampered):
                         if mode != "acknowledge" and w.checkpoint is None:
-                            w.checkpoint = self._still_vouched(anchor)
+                            w.checkpoint = self._still_vouched(w.previous)
                         anchor_state = (w, self._anchor_spent(w), self._anchor_caps(w))
-                if anchor_state is not None:
+                        if apart:
+                            chain.propose(self._anchor_path, self._anchor_of(*anchor_state))
+                if anchor_state is not None and apart:
+                    chain.settle(
+                        self._anchor_path,
+                        self._flock,
+                        self._anchor_of(*anchor_state),
+                        deadline=time.monotonic() + self._timeout,
+                        force=mode == "acknowledge",
+                    )
+                elif anchor_state is not None:
                     self._write_anchor(*anchor_state)
             finally:
-                self._flock.release()
+                if not apart:
+                    self._flock.release()
 
     def _anchor_spent(self, w: Write) -> dict[str, dict[str, str]]:
         """Spent totals for the anchor: the previous anchor's, updated by this transaction.
@@ -622,16 +656,19 @@ class Ledger:
     def _write_anchor(
         self, w: Write, spent: dict[str, dict[str, str]], caps: dict[str, list[str | None]]
     ) -> None:
-        write_anchor(
-            self._anchor_path,
-            Anchor(
-                ledger_id=self._ledger_id,
-                seq=w.seq,
-                head=w.head,
-                spent=spent,
-                checkpoint=w.checkpoint,
-                caps=caps,
-            ),
+        write_anchor(self._anchor_path, self._anchor_of(w, spent, caps))
+
+    def _anchor_of(
+        self, w: Write, spent: dict[str, dict[str, str]], caps: dict[str, list[str | None]]
+    ) -> Anchor:
+        """The anchor that vouches for ``w``'s last entry."""
+        return Anchor(
+            ledger_id=self._ledger_id,
+            seq=w.seq,
+            head=w.head,
+            spent=spent,
+            checkpoint=w.checkpoint,
+            caps=caps,
         )
 
     # -- checkpoints ----------------------------------------------------------------------
@@ -1036,6 +1073,7 @@ class Ledger:
                         f"dataset {dataset!r} has already spent {after.spent!r}; its cap cannot "
                         "be lowered below that"
                     )
+                budget.check_cap_keeps_reservations(conn, dataset, cap, new_accountant)
             if old != cap:
                 conn.execute(
                     "UPDATE datasets SET loss_type = ?, epsilon = ?, delta = ?, rho = ? "
@@ -1047,22 +1085,36 @@ class Ledger:
                 set_accountant(w, dataset, new_accountant, now)
             w.spent[dataset] = dataset_spent(conn, dataset, cap, new_accountant)
 
-    def set_allowance(self, dataset: str, analyst: str, cap: PrivacyLoss) -> None:
+    def set_allowance(
+        self, dataset: str, analyst: str, cap: PrivacyLoss, *, reserve: bool = False
+    ) -> None:
         """Give ``analyst`` a slice ``cap`` of ``dataset``'s budget (replacing any previous one).
 
         The slice must be of the dataset cap's kind and fit inside it. Slices of several
         analysts may overlap; every charge must fit both its analyst's slice and the global
         cap. Analysts without an allowance are bounded by the global cap only.
 
+        With ``reserve`` the slice is also *reserved* (a reserved slice): what ``analyst``
+        has not spent of it is subtracted from what every other analyst may spend, so they
+        can always spend all of it (admission for any other analyst A requires
+        ``spent + x ≤ cap − Σ_{B ≠ A} max(0, reserved_B − spent_B)``, exactly). A
+        reservation is refused when it exceeds what is unspent and unreserved. Without
+        ``reserve``, a reservation the analyst held is released (the slice is then a cap
+        only). No privacy loss.
+
         Raises:
             UnknownDataset: the dataset is not registered.
-            InvalidParameter: the slice is of another kind or does not fit inside the cap.
+            InvalidParameter: the slice is of another kind or does not fit inside the cap,
+                or (``reserve``) exceeds what is unspent and unreserved; nothing changed.
             LedgerTampered: the ledger failed verification.
             LedgerError: storage failure.
         """
         check_name(dataset, "dataset")
         check_name(analyst, "analyst")
+        check_not_reserved(analyst)
         check_loss(cap, "cap")
+        if not isinstance(reserve, bool):
+            raise InvalidParameter("reserve must be True or False")
         with self._write("trusted") as w:
             conn = w.conn
             total = cap_of(conn, dataset)
@@ -1089,9 +1141,10 @@ class Ledger:
                 (dataset, analyst),
             ).fetchone()
             previous = None if row is None else decode_loss(row)
+            now = utc_now()
+            budget.set_reservation(w, dataset, analyst, cap if reserve else None, now)
             if previous == cap:
                 return
-            now = utc_now()
             conn.execute(
                 "INSERT INTO allowances (dataset, analyst, loss_type, epsilon, delta, rho, set_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (dataset, analyst) DO UPDATE SET "
@@ -1341,23 +1394,21 @@ class Ledger:
     def remaining(self, dataset: str, *, analyst: str | None = None) -> PrivacyLoss:
         """Return what is left of ``dataset``'s budget (for ``analyst``, if given).
 
-        For an analyst with an allowance this is the component-wise minimum of what is left
-        of the slice and of the global cap. With the zCDP accountant it is the largest
-        ``(ε, δ)`` single charge that still fits, ``(√(2ρ_left), δ_pool_left)``; the ρ left
-        is ``budget_filter(dataset).remaining_rho``.
+        Without ``analyst``: the cap less everything spent (reserved or not). For an
+        analyst: their own slice of it, the component-wise minimum of what is left of their
+        allowance (if any) and of what the dataset can still give them — the cap less
+        everything spent and every *other* analyst's unspent reservation
+        (:func:`deniable.ledger.budget.analyst_remaining`). With the zCDP accountant it is
+        the largest ``(ε, δ)`` single charge that still fits, ``(√(2ρ_left), δ_pool_left)``;
+        the ρ left is ``budget_filter(dataset).remaining_rho``.
         """
         check_name(dataset, "dataset")
         with self._read() as conn:
+            if analyst is not None:
+                return budget.analyst_remaining(conn, dataset, analyst)
             cap = cap_of(conn, dataset)
             accountant = accountant_of(conn, dataset)
-            left = filter_of(conn, dataset, cap, accountant, analyst=None).remaining
-            if analyst is None:
-                return left
-            allowance = allowance_of(conn, dataset, analyst)
-            if allowance is None:
-                return left
-            mine = filter_of(conn, dataset, allowance, accountant, analyst=analyst)
-            return meet(left, mine.remaining)
+            return filter_of(conn, dataset, cap, accountant, analyst=None).remaining
 
     def datasets(self) -> list[str]:
         """Return the registered datasets' names, in order of registration."""
@@ -1414,13 +1465,69 @@ class Ledger:
                 return False
             return True
 
+    def check_charge(self, dataset: str, loss: PrivacyLoss, *, analyst: str | None) -> None:
+        """Raise the refusal :meth:`charge` would raise for ``loss`` now, if any (a dry run).
+
+        For a named analyst the refusal says only what *they* may still spend (their own
+        slice: see :meth:`remaining`), never the dataset's spent total or other analysts'
+        reservations. Nothing is written.
+
+        Raises:
+            BudgetExceeded: ``loss`` does not fit.
+            UnknownDataset: the dataset is not registered.
+            InvalidParameter: a loss the dataset's accountant cannot express.
+        """
+        check_name(dataset, "dataset")
+        check_loss(loss, "loss")
+        with self._read() as conn:
+            admit_both(conn, dataset, analyst, loss)
+
+    def reservation(self, dataset: str, analyst: str) -> PrivacyLoss | None:
+        """``analyst``'s reserved slice of ``dataset`` (see :meth:`set_allowance`), or None."""
+        check_name(dataset, "dataset")
+        check_name(analyst, "analyst")
+        with self._read() as conn:
+            cap_of(conn, dataset)
+            return budget.reservation_of(conn, dataset, analyst)
+
+    def reservations(self, dataset: str) -> dict[str, PrivacyLoss]:
+        """Every analyst's reserved slice of ``dataset``, by name (curators' view)."""
+        check_name(dataset, "dataset")
+        with self._read() as conn:
+            cap_of(conn, dataset)
+            return budget.reservations_of(conn, dataset)
+
+    def release_number(self, dataset: str, analyst: str, charge_id: int) -> int | None:
+        """The number ``analyst`` knows charge ``charge_id`` by, or None if it is not theirs.
+
+        Analysts are shown their own release numbers (1, 2, 3, … per dataset, in commit
+        order), never the ledger's global ids, which count everyone's releases.
+        """
+        check_name(dataset, "dataset")
+        check_name(analyst, "analyst")
+        if isinstance(charge_id, bool) or not isinstance(charge_id, int):
+            raise InvalidParameter("charge_id must be the integer id of a Charge")
+        with self._read() as conn:
+            return budget.release_number(conn, dataset, analyst, charge_id)
+
+    def charge_of_release(self, dataset: str, analyst: str, number: int) -> int | None:
+        """The global id of ``analyst``'s release ``number`` on ``dataset``, or None."""
+        check_name(dataset, "dataset")
+        check_name(analyst, "analyst")
+        if isinstance(number, bool) or not isinstance(number, int):
+            raise InvalidParameter("a release number is an integer (1, 2, …)")
+        with self._read() as conn:
+            return budget.charge_by_number(conn, dataset, analyst, number)
+
     def history(
         self, dataset: str, *, analyst: str | None = None, idempotency_key: str | None = None
     ) -> list[Charge]:
         """Return every charge on ``dataset`` in commit order.
 
         Only ``analyst``'s, if given; only the one charged with ``idempotency_key`` (an
-        indexed look-up: at most one charge), if given.
+        indexed look-up: at most one charge), if given. Each charge carries its
+        :attr:`~deniable.ledger.records.Charge.number`: its rank among its analyst's charges
+        on the dataset (what that analyst is shown instead of the global id).
         """
         check_name(dataset, "dataset")
         where, args = "dataset = ?", [dataset]
@@ -1436,6 +1543,11 @@ class Ledger:
             rows = conn.execute(
                 f"SELECT {CHARGE_COLUMNS} FROM charges WHERE {where} ORDER BY id", args
             ).fetchall()
+            numbers: list[int | None]
+            if idempotency_key is None:
+                numbers = list(budget.number_rows(rows))
+            else:
+                numbers = [budget.release_number(conn, dataset, r[2], r[0]) for r in rows]
         return [
             Charge(
                 id=r[0],
@@ -1448,8 +1560,9 @@ class Ledger:
                 details=decode_details(r[10]),
                 status=r[11],
                 idempotency_key=r[12],
+                number=n,
             )
-            for r in rows
+            for r, n in zip(rows, numbers, strict=True)
         ]
 
     def curator_events(self, dataset: str) -> list[CuratorEvent]:
@@ -1466,8 +1579,8 @@ class Ledger:
             CuratorEvent(
                 id=r[0],
                 dataset=r[1],
-                action=r[2],
-                analyst=r[3],
+                action=budget.event_action(r[2], r[3]),
+                analyst=budget.event_analyst(r[3]),
                 loss=decode_loss(r[4:8]),
                 previous=None if r[8] is None else decode_loss(json.loads(r[8])),
                 time=datetime.fromisoformat(r[9]),

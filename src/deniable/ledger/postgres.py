@@ -10,9 +10,27 @@ ledger (:mod:`deniable.ledger.facade`), with these mechanisms:
   occur (there is nothing to retry), and waiting longer than the ledger's ``timeout`` fails
   with :class:`~deniable.errors.LedgerError` (``lock_timeout``). Reads use one
   ``REPEATABLE READ`` snapshot.
-* **Durability.** A charge returns after ``COMMIT``, which PostgreSQL makes durable in its
-  write-ahead log. A lost connection (a restarted server) fails the call closed — no answer
-  without a committed charge — and the next call reconnects.
+* **Durability, with the flush outside the lock.** A write transaction commits with
+  ``synchronous_commit = off``: its changes become visible and its advisory lock is released
+  at once, without waiting for the disk. In the same round trip a small transaction that
+  writes one WAL record commits with the session's own ``synchronous_commit`` (``on`` by
+  default), which flushes the log up to *its* commit record, after the ledger's
+  (:data:`COMMIT_AND_FLUSH`); only then does the call return, and the flushed WAL position
+  is checked to be past the ledger's commit. So a charge is durable before its answer may
+  leave, as before, but the next writer — on any host — does not wait for this one's
+  ``fsync``, and PostgreSQL flushes the commits of concurrent writers together (group
+  commit). A crash can lose only commits that no flush covered yet: a suffix of the commit
+  order (the log is written in order), none of which returned. Admission stays exact: each
+  writer reads, under the lock, every commit before it, durable or not; the commits that
+  survive a crash are a prefix of that order, each admitted against exactly the charges
+  before it, so they never exceed a cap. (A charge refused because of a commit that a crash
+  then lost was refused conservatively; nothing was released for either.) A lost
+  connection (a restarted server) fails the call closed — no answer without a durable
+  charge — and the next call reconnects.
+* **Few round trips under the lock** (:class:`PostgresTx`): a writer holds the advisory lock
+  from its first statement to its ``COMMIT``; what it spends there is mostly round trips.
+  The opening statements travel with the first query, a chain entry with the ``COMMIT``,
+  and a repeated query is answered from the rows already read.
 * **Append-only, two walls.** The service's role should not own the tables:
   :func:`grant_service_role` gives it ``SELECT`` and ``INSERT`` and only the column
   updates the ledger makes (a charge's status, a cap, an allowance, an accountant, a
@@ -21,6 +39,10 @@ ledger (:mod:`deniable.ledger.facade`), with these mechanisms:
 * **The anchor stays outside the database**: a file on the host (``anchor=``; by default
   ``$XDG_STATE_HOME/deniable/anchors/<hash of the URL>.anchor``), as for SQLite. Several
   hosts may each keep their own anchor; a database rolled back behind any of them is found.
+  The host's anchor lock is held only to write the anchor, after the flush, and one write
+  covers every write of the host durable by then (:func:`deniable.ledger.chain.settle`):
+  still no charge returns before an anchor covers it, and an anchor never names an entry
+  that is not durable (a crash of the server cannot leave the database behind its anchor).
   A host joining a ledger that already has a history starts from a copy of a current
   anchor (the curator's, or another host's): a ledger with entries and no anchor reads as
   a deleted anchor, by design, and is refused until a curator acknowledges it.
@@ -37,6 +59,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -47,6 +70,7 @@ import psycopg
 from psycopg import sql as pgsql
 
 from deniable.errors import InvalidParameter, LedgerError
+from deniable.ledger import chain
 from deniable.ledger.store import Cursor, Store, Tx
 
 ADVISORY_KEY = 0x64656E6961626C65  # "deniable": the one lock every writer takes
@@ -227,6 +251,56 @@ _UPDATABLE: dict[str, tuple[str, ...]] = {
 }
 
 
+FLUSH = "BEGIN; SELECT pg_logical_emit_message(true, 'deniable', 'flush'); COMMIT"
+"""A transaction whose commit flushes the write-ahead log up to itself (see below)."""
+
+COMMIT_AND_FLUSH = (
+    f"COMMIT; SELECT pg_current_wal_insert_lsn()::text; {FLUSH}; "
+    "SELECT pg_current_wal_flush_lsn()::text, current_setting('synchronous_commit')"
+)
+"""What ends a write transaction, in one round trip (the simple protocol runs them in order).
+
+The write transaction commits with ``synchronous_commit = off``: it becomes visible and
+its advisory lock is released at once, without waiting for its write-ahead log to reach
+disk. The small transaction after it writes one WAL record (a transactional logical
+message, which needs no table and no privilege) and commits with the session's own
+``synchronous_commit`` (the server's setting, ``on`` by default), so its commit waits
+until the log is flushed up to its own commit record — which lies *after* the ledger's
+commit record, so that is flushed too. Concurrent flushes of several sessions are done by
+one ``fsync`` (PostgreSQL's group commit). The two positions read around it let
+:meth:`PostgresStore.transaction` check it: flushed position ≥ insert position right after
+the ledger's commit. A transaction that holds only a transaction id and writes nothing
+would not do: PostgreSQL commits it without flushing.
+"""
+
+
+def _lsn(text: str) -> int:
+    """A WAL position ``'hi/lo'`` (hex) as an integer."""
+    hi, lo = text.split("/")
+    return (int(hi, 16) << 32) | int(lo, 16)
+
+
+def _flushed(cursor: psycopg.Cursor[Any]) -> tuple[int, int, str]:
+    """What :data:`COMMIT_AND_FLUSH` returned.
+
+    Returns:
+        The WAL insert position right after the commit, the flushed position after the
+        flushing transaction, and the session's ``synchronous_commit``.
+    """
+    rows: list[Any] = []
+    while True:
+        result = cursor.pgresult  # (not ``description``: it builds column objects)
+        if result is not None and result.status == psycopg.pq.ExecStatus.TUPLES_OK:
+            rows.append(cursor.fetchone())
+        if not cursor.nextset():
+            break
+    rows = rows[-3:]  # after those of statements sent with the commit
+    if len(rows) != 3 or any(r is None for r in rows):  # pragma: no cover - fixed statements
+        raise LedgerError("the ledger's server did not confirm the commit")
+    committed, flushed, level = str(rows[0][0]), str(rows[2][0]), str(rows[2][1])
+    return _lsn(committed), _lsn(flushed), level
+
+
 @functools.lru_cache(maxsize=512)
 def _placeholders(statement: str) -> str:
     """The shared SQL's ``?`` placeholders as psycopg's ``%s`` (the SQL has no ``%``)."""
@@ -258,29 +332,181 @@ _TABLES = frozenset(
 """Every table of a PostgreSQL ledger (all made with the schema; there are no extensions)."""
 
 
-class PostgresTx(Tx):
-    """A transaction on a psycopg connection (``?`` placeholders become ``%s``)."""
+_WRITES = re.compile(r"\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+(\w+)", re.IGNORECASE)
+_KEPT_ROWS = 64
+"""The largest result a transaction keeps to answer the same statement again."""
+
+
+class _Rows:
+    """The rows of a statement this transaction already ran (a cursor over a list)."""
+
+    def __init__(self, rows: list[Any]) -> None:
+        self._rows = rows
+        self._at = 0
+
+    def fetchone(self) -> Any:
+        if self._at >= len(self._rows):
+            return None
+        self._at += 1
+        return self._rows[self._at - 1]
+
+    def fetchall(self) -> list[Any]:
+        rest, self._at = self._rows[self._at :], len(self._rows)
+        return rest
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.fetchall())
+
+
+PREPARED = (chain.START, chain.APPEND)
+"""Statements a write sends together with others: prepared once per connection, then run
+with ``EXECUTE`` (the simple protocol, which batches statements, has no parameters)."""
+
+
+def _numbered(sql: str) -> str:
+    """``?`` placeholders as ``$1``, ``$2``, … (for ``PREPARE``)."""
+    parts = sql.split("?")
+    return "".join(p + (f"${k + 1}" if k < len(parts) - 1 else "") for k, p in enumerate(parts))
+
+
+class Prepared:
+    """The statements of :data:`PREPARED` prepared on one connection, by name."""
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self.conn = conn
+        self.names: dict[str, str] = {}
+        self.count = 0
+        self.literal = psycopg.ClientCursor(conn)  # quotes parameters for EXECUTE
+
+
+class PostgresTx(Tx):
+    """A transaction on a psycopg connection (``?`` placeholders become ``%s``).
+
+    It saves round trips, which is what a writer spends most of its time on while it holds
+    the ledger's advisory lock (every other writer of every host waits meanwhile):
+
+    * the statements that open the transaction (``BEGIN``, settings, the advisory lock) are
+      sent with its first statement (the simple protocol runs several statements in order
+      and stops at the first error; a statement of :data:`PREPARED` goes as ``EXECUTE``);
+    * :meth:`defer` keeps a statement whose result nobody reads (a chain entry) and sends it
+      with the next statement or the ``COMMIT``;
+    * a ``SELECT`` run twice in one transaction is answered from the first run's rows
+      (:meth:`remember` stores rows read by a combined statement), unless the transaction
+      wrote to a table the statement names in between. This is exact: a write transaction
+      holds the advisory lock, so no other writer commits during it, and a read
+      transaction reads one ``REPEATABLE READ`` snapshot.
+    """
+
+    def __init__(
+        self, conn: psycopg.Connection[Any], opening: str = "", prepared: Prepared | None = None
+    ) -> None:
+        self.conn = conn
+        self.sent = not opening  # whether the transaction was opened on the server
+        self._pending: list[str] = [opening] if opening else []
+        self._known: dict[tuple[str, tuple[object, ...]], list[Any]] = {}
+        self._prepared = prepared
+        self._preparing: dict[str, str] = {}  # prepared once the statements carrying them ran
+
+    def take_pending(self) -> list[str]:
+        """The statements not sent yet (they go first in the next round trip)."""
+        pending, self._pending = self._pending, []
+        self.sent = True
+        return pending
+
+    def confirm(self) -> None:
+        """The statements sent so far ran: what they prepared exists on the connection."""
+        if self._prepared is not None and self._preparing:
+            self._prepared.names.update(self._preparing)
+            self._preparing = {}
+
+    def _as_execute(self, sql: str, params: tuple[object, ...]) -> list[str] | None:
+        """``[PREPARE …,] EXECUTE …`` for a statement of :data:`PREPARED`, else None."""
+        prepared = self._prepared
+        if prepared is None or sql not in PREPARED:
+            return None
+        out = []
+        name = prepared.names.get(sql) or self._preparing.get(sql)
+        if name is None:  # a fresh name each attempt: a failed batch may or may not have run it
+            prepared.count += 1
+            name = f"deniable_{PREPARED.index(sql)}_{prepared.count}"
+            out.append(f"PREPARE {name} AS {_numbered(sql)}")
+            self._preparing[sql] = name
+        if all(type(v) is int for v in params):  # integers need no quoting (START's)
+            args = ", ".join(str(v) for v in params)
+        else:
+            args = prepared.literal.mogrify(", ".join("%s" for _ in params), params)
+        out.append(f"EXECUTE {name}({args})")
+        return out
+
+    def _forget(self, sql: str) -> None:
+        if not self._known:
+            return
+        written = _WRITES.match(sql)
+        if written is None:
+            self._known.clear()
+            return
+        table = re.compile(rf"\b{re.escape(written.group(1))}\b", re.IGNORECASE)
+        for key in [k for k in self._known if table.search(k[0])]:
+            del self._known[key]
+
+    def _run(self, sql: str, params: tuple[object, ...]) -> psycopg.Cursor[Any]:
+        if not self._pending:
+            if params:
+                return self.conn.execute(_placeholders(sql), params)
+            return self.conn.execute(sql)
+        batched = [sql] if not params else self._as_execute(sql, params)
+        if batched is None:  # the pending statements go alone, then this one
+            self.conn.execute("; ".join(self.take_pending()))
+            self.confirm()
+            return self.conn.execute(_placeholders(sql), params)
+        cursor = self.conn.execute("; ".join([*self.take_pending(), *batched]))
+        self.confirm()
+        while cursor.nextset():  # to the last statement's result
+            pass
+        return cursor
 
     def execute(self, sql: str, params: Sequence[object] = ()) -> Cursor:
-        """Run one statement."""
-        if not params:
-            return self.conn.execute(sql)
-        return self.conn.execute(_placeholders(sql), tuple(params))
+        """Run one statement (or answer a repeated ``SELECT`` from its rows)."""
+        args = tuple(params)
+        if sql.lstrip()[:6].upper() != "SELECT":
+            self._forget(sql)
+            return self._run(sql, args)
+        key = (sql, args)
+        if key in self._known:
+            return _Rows(self._known[key])
+        rows = self._run(sql, args).fetchall()
+        if len(rows) <= _KEPT_ROWS:
+            self._known[key] = rows
+        return _Rows(rows)
+
+    def remember(self, sql: str, params: Sequence[object], rows: list[Any]) -> None:
+        """Answer ``sql`` with ``params`` from ``rows`` (read by a combined statement)."""
+        self._known[(sql, tuple(params))] = rows
+
+    def defer(self, sql: str, params: Sequence[object] = ()) -> None:
+        """Send ``sql`` (a write whose result is not read) with the next statement."""
+        self._forget(sql)
+        args = tuple(params)
+        batched = self._as_execute(sql, args)
+        if batched is None:
+            literal = psycopg.ClientCursor(self.conn)
+            batched = [literal.mogrify(_placeholders(sql), args) if args else sql]
+        self._pending.extend(batched)
 
     def insert(self, sql: str, params: Sequence[object] = ()) -> int:
         """Run one ``INSERT ... RETURNING id``."""
-        row = self.conn.execute(_placeholders(sql) + " RETURNING id", tuple(params)).fetchone()
+        self._forget(sql)
+        row = self._run(sql + " RETURNING id", tuple(params)).fetchone()
         if row is None:  # pragma: no cover - RETURNING always returns the row
             raise LedgerError("the ledger did not return the new row's id")
         return int(row[0])
 
     def tables(self) -> set[str]:
         """The tables of the connection's current schema."""
-        rows = self.conn.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+        rows = self._run(
+            "SELECT table_name FROM information_schema.tables "
+            "WHERE table_schema = current_schema()",
+            (),
         ).fetchall()
         return {str(r[0]) for r in rows}
 
@@ -302,7 +528,7 @@ class PostgresTx(Tx):
     def create_schema(self) -> None:
         """Create the tables, indexes, the trigger function and the triggers."""
         for statement in _SCHEMA:
-            self.conn.execute(statement)
+            self.execute(statement)
 
 
 def default_anchor(location: str) -> str:
@@ -335,6 +561,7 @@ class PostgresStore(Store):
     """
 
     driver_errors = (psycopg.Error,)
+    serialises_writers = True
 
     def __init__(self, url: str, *, timeout: float, read_only: bool = False) -> None:
         self._url = url
@@ -345,6 +572,7 @@ class PostgresStore(Store):
         self._lock = threading.RLock()
         self._closed = False
         self._conn: psycopg.Connection[Any] | None = None
+        self._prepared: Prepared | None = None
         self._connect()
 
     def _connect(self) -> psycopg.Connection[Any]:
@@ -389,48 +617,84 @@ class PostgresStore(Store):
         """Run the body in one transaction; psycopg errors become LedgerError with the cause.
 
         A write transaction takes the ledger's advisory lock first (waiting at most the
-        ledger's timeout), which serialises every writer of the database.
+        ledger's timeout), which serialises every writer of the database, and returns only
+        once its commit is durable: it commits without waiting for the disk (the lock is
+        released then) and a flushing transaction in the same round trip makes it durable
+        (:data:`COMMIT_AND_FLUSH`). Its statements are sent with as few round trips as
+        :class:`PostgresTx` can manage.
+
+        Raises:
+            LedgerError: the lock was not obtained in time, a statement failed, or the commit
+                could not be made or confirmed durable (then nothing may be released: the
+                change may or may not have been recorded).
         """
         if write and self.read_only:
             raise LedgerError("the ledger was opened read-only: nothing can be written")
         with self._lock:
             conn = self._open()
+            if write:
+                timeout_ms = max(1, round(self._timeout * 1000))
+                opening = (
+                    "BEGIN ISOLATION LEVEL READ COMMITTED; "
+                    f"SET LOCAL lock_timeout = {timeout_ms}; "
+                    "SET LOCAL synchronous_commit = off; "
+                    f"SELECT pg_advisory_xact_lock({int(ADVISORY_KEY)})"
+                )
+            else:
+                opening = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+            if self._prepared is None or self._prepared.conn is not conn:
+                self._prepared = Prepared(conn)  # a new connection has none
+            tx = PostgresTx(conn, opening, self._prepared)  # sent with the first statement
             try:
-                if write:
-                    # One round trip (the simple protocol runs the three in order).
-                    timeout_ms = max(1, round(self._timeout * 1000))
-                    conn.execute(
-                        "BEGIN ISOLATION LEVEL READ COMMITTED; "
-                        f"SET LOCAL lock_timeout = {timeout_ms}; "
-                        f"SELECT pg_advisory_xact_lock({int(ADVISORY_KEY)})"
-                    )
-                else:
-                    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            except psycopg.Error as e:
-                self._abandon(conn)
-                raise LedgerError(f"cannot start a ledger transaction ({_state(e)})") from e
-            try:
-                yield PostgresTx(conn)
+                yield tx
             except BaseException as e:
-                self._abandon(conn)
+                if tx.sent:
+                    self._abandon(conn)
                 if isinstance(e, psycopg.Error):
                     raise LedgerError(f"ledger operation failed ({_state(e)})") from e
                 raise
+            if not write:
+                if tx.sent:
+                    try:
+                        conn.execute("; ".join([*tx.take_pending(), "COMMIT"]))
+                        tx.confirm()
+                    except psycopg.Error as e:
+                        self._abandon(conn)
+                        raise LedgerError(f"cannot end a ledger read ({_state(e)})") from e
+                return
             try:
-                conn.execute("COMMIT")
+                # One round trip: what is still pending, the commit (asynchronous: the lock
+                # goes at once), the insert position after it, the flushing transaction, the
+                # flushed position.
+                cursor = conn.execute("; ".join([*tx.take_pending(), COMMIT_AND_FLUSH]))
+                tx.confirm()
+                committed_at, flushed_at, level = _flushed(cursor)
             except psycopg.Error as e:
                 self._abandon(conn)
                 raise LedgerError(
-                    f"cannot commit to the ledger ({_state(e)}); the change may not have been "
-                    "recorded, and nothing may be released for it"
+                    f"cannot commit to the ledger or make the commit durable ({_state(e)}); "
+                    "the change may or may not have been recorded, and nothing may be "
+                    "released for it"
                 ) from e
+            if level != "off" and flushed_at < committed_at:  # pragma: no cover
+                raise LedgerError(
+                    "the ledger's server did not flush a commit to its write-ahead log "
+                    f"(flushed to {flushed_at:X}, commit at {committed_at:X}); nothing may be "
+                    "released for it"
+                )
 
-    @staticmethod
-    def _abandon(conn: psycopg.Connection[Any]) -> None:
-        """Roll back what is open (the original error matters more than this one)."""
+    def _abandon(self, conn: psycopg.Connection[Any]) -> None:
+        """Roll back what is open (the original error matters more than this one).
+
+        psycopg answers a ``ROLLBACK`` with ``DEALLOCATE ALL`` (it cannot tell which of its
+        prepared statements survived), which drops :data:`PREPARED`'s too: they are
+        prepared again, under new names, when next needed.
+        """
         if not conn.closed and not conn.broken:
             with suppress(psycopg.Error):
                 conn.execute("ROLLBACK")
+        if self._prepared is not None:
+            self._prepared.names.clear()
 
     def copy_to_sqlite(self, dest: str) -> None:
         """Copy every row, from one ``REPEATABLE READ`` snapshot, into a new SQLite ledger."""

@@ -26,6 +26,16 @@ SCHEMA_VERSION = 2
 LOST_BY_ROLLBACK = "(lost by rollback)"
 """The analyst name of the charges :meth:`Ledger.acknowledge` adds for budget a rollback lost."""
 
+RESERVED = "(reserved) "
+"""Prefix of the allowance rows that hold reservations: ``"(reserved) bob"`` is bob's.
+
+A reservation (:meth:`Ledger.set_allowance` with ``reserve=True``) is stored as an allowance
+row of this pseudo-analyst, so the tables, the hash chain (a ``set_allowance`` entry),
+checkpoints, verification and a curator's acknowledgement keep it exactly as they keep
+allowances, with no change of schema. No analyst may bear such a name
+(:func:`check_not_reserved`). A reservation of zero is none: rows are never deleted, so
+releasing one sets it to zero."""
+
 ChargeStatus = Literal["charged", "answered"]
 LossType = Literal["epsilon", "epsilon_delta", "rho"]
 
@@ -74,6 +84,11 @@ class Charge:
         details: JSON-compatible metadata the engine chose to record (mechanisms, bounds).
         status: ``"charged"``, or ``"answered"`` once the answer is stored in the cache.
         idempotency_key: the caller's key for retries of one request, if given.
+        number: the analyst's own release number (1, 2, … among their charges on the
+            dataset, in commit order): what the analyst is shown instead of ``id``, which
+            counts everyone's releases. Set by :meth:`Ledger.history`; None where not
+            computed (the Charge :meth:`Ledger.charge` returns; see
+            :meth:`Ledger.release_number`). Derived, not part of the fact: equality ignores it.
     """
 
     id: int
@@ -86,25 +101,27 @@ class Charge:
     details: Mapping[str, object] = field(hash=False)
     status: ChargeStatus
     idempotency_key: str | None = None
+    number: int | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
 class CuratorEvent:
-    """A recorded curator decision: a registration, a change of cap, or an allowance.
+    """A recorded curator decision: a registration, a change of cap, an allowance or reservation.
 
     Attributes:
         id: increasing identifier.
         dataset: the dataset concerned.
-        action: ``"register"``, ``"change_cap"`` or ``"set_allowance"``.
-        analyst: the analyst of an allowance, else None.
-        loss: the cap or allowance set.
-        previous: the cap or allowance it replaced, if any.
+        action: ``"register"``, ``"change_cap"``, ``"set_allowance"`` or ``"reserve"`` (a
+            reservation set, or released to zero).
+        analyst: the analyst of an allowance or reservation, else None.
+        loss: the cap, allowance or reservation set.
+        previous: the one it replaced, if any.
         time: commit time (UTC).
     """
 
     id: int
     dataset: str
-    action: Literal["register", "change_cap", "set_allowance"]
+    action: Literal["register", "change_cap", "set_allowance", "reserve"]
     analyst: str | None
     loss: PrivacyLoss
     previous: PrivacyLoss | None
@@ -144,6 +161,15 @@ def check_name(value: object, what: str) -> None:
     """Refuse a name that is not a non-empty string."""
     if not isinstance(value, str) or not value:
         raise InvalidParameter(f"{what} must be a non-empty string")
+
+
+def check_not_reserved(name: str) -> None:
+    """Refuse an analyst name that would collide with the rows holding reservations."""
+    if name.startswith(RESERVED):
+        raise InvalidParameter(
+            f"analyst names may not start with {RESERVED.strip()!r}: the ledger keeps "
+            "reservations under such names"
+        )
 
 
 def check_loss(value: object, what: str) -> None:

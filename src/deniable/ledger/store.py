@@ -62,6 +62,22 @@ class Tx(ABC):
     def execute(self, sql: str, params: Sequence[object] = ()) -> Cursor:
         """Run one statement with ``?`` placeholders and return its cursor."""
 
+    def defer(self, sql: str, params: Sequence[object] = ()) -> None:
+        """Run a write whose result is not read; a backend may send it with the next statement.
+
+        Default: at once. It fails, if it fails, by the next statement or the commit.
+        """
+        self.execute(sql, params)
+
+    def remember(self, sql: str, params: Sequence[object], rows: list[Any]) -> None:
+        """Let the transaction answer ``sql`` with ``params`` from ``rows`` (already read).
+
+        A backend whose round trips are costly (PostgreSQL) answers the statement from
+        ``rows`` if the transaction has not written to a table it names since; the default
+        ignores it (the statement then runs).
+        """
+        return None
+
     @abstractmethod
     def insert(self, sql: str, params: Sequence[object] = ()) -> int:
         """Run one ``INSERT`` of a row into a table with an ``id`` key; return the new id."""
@@ -113,6 +129,14 @@ class Store(ABC):
     driver_errors: tuple[type[BaseException], ...]
 
     read_only: bool = False
+
+    serialises_writers: bool = False
+    """Whether the database alone serialises every writer, on every host, and
+    :meth:`transaction` returns from a write only once its commit is durable (PostgreSQL:
+    its advisory lock, then a flush). The ledger then holds its anchor's lock only to write
+    the anchor, after the commit, and one anchor write covers every write of the host that
+    became durable before it (:func:`deniable.ledger.chain.settle`). False (SQLite): the
+    anchor's lock is held from before the transaction until its anchor is written."""
 
     @abstractmethod
     def configure(self) -> None:

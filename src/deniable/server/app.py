@@ -90,6 +90,7 @@ from deniable.server.errors import (
 from deniable.server.models import (
     AccuracyRequest,
     AccuracyResponse,
+    AllowanceIn,
     AllowanceOut,
     AnalystOut,
     BudgetOut,
@@ -99,7 +100,6 @@ from deniable.server.models import (
     ErrorBody,
     ErrorDetail,
     ExplainOut,
-    LossIn,
     LossOut,
     NewAnalyst,
     NewAnalystOut,
@@ -605,8 +605,14 @@ def create_app(
 
     @app.get("/v1/datasets/{dataset}/history", tags=["queries"], responses=_responses(404))
     def history(dataset: Dataset, who: Who) -> list[ReleaseOut]:
-        """The caller's own releases on the dataset (never another analyst's)."""
-        return [_release(c) for c in service().history(who, dataset)]
+        """The caller's own releases on the dataset (never another analyst's).
+
+        An analyst's releases are numbered 1, 2, 3, … on each dataset (``id``, as in their
+        answers' ``charge_id``); the ledger's global ids, which count everyone's releases,
+        are shown to curators only.
+        """
+        own = who.role != "curator"
+        return [_release(c, own=own) for c in service().history(who, dataset)]
 
     @app.get("/v1/explain", tags=["explain"], responses=_responses(400))
     def explain(
@@ -629,7 +635,7 @@ def create_app(
     @app.get("/v1/datasets/{dataset}/ledger", tags=["curator"], responses=_responses(403, 404))
     def ledger(dataset: Dataset, who: Who) -> list[ReleaseOut]:
         """Every release on the dataset, by every analyst (curators only)."""
-        return [_release(c) for c in service().ledger_view(who, dataset)]
+        return [_release(c, own=False) for c in service().ledger_view(who, dataset)]
 
     @app.get("/v1/datasets/{dataset}/allowances", tags=["curator"], responses=_responses(403, 404))
     def allowances(dataset: Dataset, who: Who) -> list[AllowanceOut]:
@@ -645,11 +651,19 @@ def create_app(
     def set_allowance(
         dataset: Dataset,
         analyst: Annotated[str, Path(min_length=1, max_length=200)],
-        body: LossIn,
+        body: AllowanceIn,
         who: Who,
     ) -> BudgetOut:
-        """Set an analyst's slice of the dataset's cap (never extra budget)."""
-        return budget_out(service().set_allowance(who, dataset, analyst, body.to_loss()))
+        """Set an analyst's slice of the dataset's cap (never extra budget).
+
+        With ``"reserve": true`` the slice is also reserved: what the analyst has not spent
+        of it is held back from every other analyst, so they can always spend all of it
+        (refused with 400 when it exceeds what is unspent and unreserved); without it, a
+        reservation the analyst held is released.
+        """
+        return budget_out(
+            service().set_allowance(who, dataset, analyst, body.to_loss(), reserve=body.reserve)
+        )
 
     @app.post(
         "/v1/datasets/{dataset}/tune",
@@ -678,6 +692,8 @@ def create_app(
             workload_epsilon=body.workload_epsilon,
             groups=body.groups,
             apply=body.apply,
+            clamps=body.clamps,
+            clamp_workload=body.clamp_workload,
         )
         return TuneResponse.of(dataset, result)
 
@@ -764,9 +780,11 @@ def _allowed_methods(app: FastAPI, request: Request) -> list[str]:
     return sorted(methods)
 
 
-def _release(c: Any) -> ReleaseOut:
+def _release(c: Any, *, own: bool) -> ReleaseOut:
+    """A charge as shown: ``own`` (an analyst's history) names it by its release number."""
     return ReleaseOut(
-        id=c.id,
+        id=c.number if own else c.id,
+        number=c.number,
         dataset=c.dataset,
         analyst=c.analyst,
         query=c.query_text,

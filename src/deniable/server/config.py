@@ -61,6 +61,8 @@ One file names everything the curator decides before any analyst asks a question
 
     [analysts.ann]
     allowance = { students = { epsilon = 0.5 } }
+    reserve = ["students"]                # optional: reserve these allowances (held back
+                                          # from every other analyst)
 
 A dataset holds one private table (``source``), graphs (``[[datasets.NAME.graphs]]``,
 see :class:`GraphConfig` and :mod:`deniable.graph`), or both; every answer on any of them is
@@ -289,12 +291,15 @@ class ServiceConfig:
         datasets: the datasets by name.
         allowances: per analyst, per dataset, a slice of the dataset's cap (never extra
             budget: analysts who collude still add up under the one cap).
+        reserved: per analyst, the datasets whose allowance is also reserved (what the
+            analyst has not spent of it is held back from every other analyst).
         server: HTTP settings.
     """
 
     ledger: Path | str
     datasets: Mapping[str, DatasetConfig]
     allowances: Mapping[str, Mapping[str, PrivacyLoss]] = field(default_factory=dict)
+    reserved: Mapping[str, frozenset[str]] = field(default_factory=dict)
     server: ServerSettings = field(default_factory=ServerSettings)
     path: Path | None = None
     anchor: Path | None = None
@@ -367,11 +372,12 @@ def parse_config(
         for name, value in raw_datasets.items()
     }
     allowances: dict[str, Mapping[str, PrivacyLoss]] = {}
+    reserved: dict[str, frozenset[str]] = {}
     for analyst, value in _table(data.get("analysts"), "analysts").items():
         where = f"analysts.{analyst}"
         _name(analyst, where)
         entry = _table(value, where, required=True)
-        _keys(entry, where, {"allowance"})
+        _keys(entry, where, {"allowance", "reserve"})
         slices: dict[str, PrivacyLoss] = {}
         for ds, loss in _table(entry.get("allowance"), f"{where}.allowance").items():
             key = f"{where}.allowance.{ds}"
@@ -394,11 +400,25 @@ def parse_config(
                 )
             slices[ds] = slice_
         allowances[analyst] = MappingProxyType(slices)
+        reserve = entry.get("reserve", [])
+        if not isinstance(reserve, list) or not all(isinstance(d, str) for d in reserve):
+            raise ConfigError(
+                f'{where}.reserve must be a list of dataset names, e.g. reserve = ["students"]'
+            )
+        for ds in reserve:
+            if ds not in slices:
+                raise ConfigError(
+                    f"{where}.reserve: {ds!r} has no allowance for {analyst!r}; a reservation "
+                    f"is an allowance held back for them: write {where}.allowance.{ds} first"
+                )
+        if reserve:
+            reserved[analyst] = frozenset(reserve)
     server = _server(_table(data.get("server"), "server"))
     return ServiceConfig(
         ledger=ledger,
         datasets=MappingProxyType(datasets),
         allowances=MappingProxyType(allowances),
+        reserved=MappingProxyType(reserved),
         server=server,
         path=path,
         anchor=anchor,

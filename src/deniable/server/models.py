@@ -227,8 +227,17 @@ class BudgetOut(_Model):
     dataset: str
     cap: LossOut
     spent: LossOut = Field(description="spent by everyone (curator) or by the caller")
-    remaining: LossOut = Field(description="what the caller may still spend")
+    remaining: LossOut = Field(
+        description="what the caller may still spend: for an analyst, their own slice (the "
+        "least of what is left of their allowance and of what the dataset can still give "
+        "them: its cap less everything spent and other analysts' unspent reservations); "
+        "for a curator, the cap less everything spent"
+    )
     allowance: LossOut | None = Field(description="the caller's slice of the cap, if any")
+    reserved: LossOut | None = Field(
+        description="the caller's reserved slice, if any: what they have not spent of it is "
+        "held back from every other analyst",
+    )
 
 
 class ColumnOut(_Model):
@@ -482,7 +491,11 @@ class QueryResponse(_Model):
     intervals: dict[str, IntervalOut] = Field(description="intervals of noisy outputs")
     level: float
     charge: LossOut = Field(description="what this request was charged (zero for a replay)")
-    charge_id: int | None
+    charge_id: int | None = Field(
+        description="the release that paid for this answer: an analyst's own release number "
+        "(1, 2, … on this dataset, as in their history), a curator's ledger charge id; null "
+        "for a replay of another analyst's answer"
+    )
     cached: bool = Field(description="a free replay of an identical earlier query")
     remaining: LossOut = Field(description="what the caller may still spend")
     mechanisms: dict[str, str]
@@ -576,6 +589,7 @@ def scalars(values: tuple[object, ...]) -> list[Scalar]:
 # -- accuracy before spending, and tuning the bounds ------------------------------------------
 
 Positive = Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)]
+Finite = Annotated[float, Field(allow_inf_nan=False)]
 
 
 class AccuracyRequest(_QueryForm):
@@ -728,6 +742,37 @@ class TuneRequest(_Request):
         description="make the best proposal the table's bounds in this service process "
         "(until it restarts; write it in the configuration to keep it)",
     )
+    clamps: dict[Name, Annotated[list[Finite], Field(min_length=2, max_length=2)]] = Field(
+        default_factory=dict,
+        max_length=20,
+        description="numeric columns and a public search range [low, high] each: propose "
+        "the clamping range with the least expected error of clamp_workload (half of "
+        "epsilon then measures the values: a second charge)",
+    )
+    clamp_workload: Literal["sum", "avg"] = Field(
+        "sum", description="the aggregate per group the clamping ranges are chosen for"
+    )
+
+
+class ClampChoiceOut(_Model):
+    """One candidate clamping range and its expected error per group (post-processing)."""
+
+    low: float
+    high: float
+    bias: float = Field(description="expected error from clamping, per group")
+    noise_sd: float = Field(description="the noise's standard deviation per group")
+    expected_error: float
+
+
+class ClampOut(_Model):
+    """A proposed clamping range, and the trade-off it was chosen from."""
+
+    low: float
+    high: float
+    workload: Literal["sum", "avg"]
+    trade_off: list[ClampChoiceOut] = Field(
+        description="for upper ends around the chosen one, the best range each (its error)"
+    )
 
 
 class ChoiceOut(_Model):
@@ -778,6 +823,12 @@ class TuneResponse(_Model):
     proposals: list[ChoiceOut] = Field(description="the 10 best candidates, best first")
     applied: bool = Field(description="whether the best candidate became the table's bounds")
     configuration: str = Field(description="the best candidate as configuration lines")
+    clamps: dict[str, ClampOut] = Field(
+        default_factory=dict, description="the proposed clamping ranges, by column"
+    )
+    clamp_charge_id: int | None = Field(
+        None, description="the charge of the value histograms (when clamps were asked)"
+    )
 
     @classmethod
     def of(cls, dataset: str, result: TuneResult) -> TuneResponse:
@@ -789,7 +840,7 @@ class TuneResponse(_Model):
             dataset=dataset,
             table=result.table,
             group_by=list(h.groups),
-            charge=LossOut.of(Epsilon(epsilon=h.epsilon)),
+            charge=LossOut.of(Epsilon(epsilon=h.epsilon + report.clamp_epsilon)),
             charge_id=h.charge_id,
             remaining=LossOut.of(result.remaining),
             bin_low=list(EDGES),
@@ -801,6 +852,25 @@ class TuneResponse(_Model):
             proposals=[ChoiceOut.of(c) for c in report.choices[:10]],
             applied=result.applied,
             configuration=f"max_groups = {best.max_groups}\nmax_rows = {best.max_rows}",
+            clamps={
+                column: ClampOut(
+                    low=low,
+                    high=high,
+                    workload="avg" if report.clamp_workload == "avg" else "sum",
+                    trade_off=[
+                        ClampChoiceOut(
+                            low=float(r["low"]),
+                            high=float(r["high"]),
+                            bias=float(r["bias"]),
+                            noise_sd=float(r["noise sd"]),
+                            expected_error=float(r["expected error"]),
+                        )
+                        for r in report.clamp_table(column).to_dict(orient="records")
+                    ],
+                )
+                for column, (low, high) in report.clamps.items()
+            },
+            clamp_charge_id=report.clamp_charge_id,
         )
 
 
@@ -867,7 +937,14 @@ class UtilityAnalysisResponse(_Model):
 class ReleaseOut(_Model):
     """One committed charge of the ledger."""
 
-    id: int
+    id: int = Field(
+        description="an analyst's own release number in their history (1, 2, … on this "
+        "dataset: the global ids count everyone's releases); the ledger's charge id for "
+        "curators"
+    )
+    number: int = Field(
+        description="the release number its analyst knows it by (1, 2, … per dataset)"
+    )
     dataset: str
     analyst: str
     query: str
@@ -898,6 +975,29 @@ class NewAnalystOut(_Model):
     name: str
     role: Literal["curator", "analyst"]
     token: str
+
+
+class AllowanceIn(LossIn):
+    """An analyst's slice of a dataset's cap, reserved for them or not."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["epsilon"], "properties": {"rho": False}},
+                {"required": ["rho"], "properties": {"epsilon": False, "delta": False}},
+            ],
+            "examples": [{"epsilon": 0.5}, {"epsilon": 0.5, "reserve": True}, {"rho": 0.1}],
+        },
+    )
+
+    reserve: bool = Field(
+        False,
+        description="also reserve the slice: what the analyst has not spent of it is held "
+        "back from every other analyst (refused when it exceeds what is unspent and "
+        "unreserved); false releases a reservation they held",
+    )
 
 
 class AllowanceOut(_Model):
@@ -932,6 +1032,7 @@ def budget_out(view: BudgetView) -> BudgetOut:
         spent=LossOut.of(view.spent),
         remaining=LossOut.of(view.remaining),
         allowance=None if view.allowance is None else LossOut.of(view.allowance),
+        reserved=None if view.reserved is None else LossOut.of(view.reserved),
     )
 
 

@@ -13,8 +13,14 @@ of authenticated principals (a name and a role, ``"curator"`` or ``"analyst"``):
 * an Idempotency-Key makes a retried request return the same answer, charged once: the
   ledger refuses a second charge with the same (dataset, analyst, key) and the stored
   answer of the first is returned;
-* analysts see only their own releases; the full ledger and the management of analysts
-  and allowances are for curators;
+* analysts see only their own releases, numbered 1, 2, 3, … per dataset (their own release
+  numbers, in answers' ``charge_id`` and in their history): the ledger's global charge ids
+  count everyone's releases, so they are for curators only, as is the full ledger and the
+  management of analysts, allowances and reservations;
+* an analyst's ``remaining`` is their own slice: the least of what is left of their
+  allowance and of what the dataset can still give them (its cap less everything spent
+  and every other analyst's unspent reservation), and a refusal says only that figure
+  (never the dataset's spent total or others' reservations; see docs/accounting.md);
 * graph queries (``SELECT COUNT(*) FROM g``, ``… FROM degrees(g) …``, ``… FROM
   triangles(g)``, … over a graph declared in ``[[datasets.NAME.graphs]]``, see
   :mod:`deniable.graph.sql`) take the same path: charged to the principal's name against
@@ -45,7 +51,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal, Protocol
 
-from deniable.accounting.loss import Epsilon, PrivacyLoss, Rho, exact
+from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho, exact
 from deniable.curator.session import Session
 from deniable.curator.tune import TuneReport, UtilityAnalysis
 from deniable.errors import (
@@ -163,6 +169,8 @@ class BudgetView:
         remaining: what the caller may still spend: the least of what is left of the cap
             and of the caller's allowance.
         allowance: the caller's slice of the cap, or None when it has none.
+        reserved: the caller's reserved slice (held back from every other analyst), or
+            None when it has none.
     """
 
     dataset: str
@@ -170,6 +178,7 @@ class BudgetView:
     spent: PrivacyLoss
     remaining: PrivacyLoss
     allowance: PrivacyLoss | None
+    reserved: PrivacyLoss | None = None
 
 
 @dataclass(frozen=True)
@@ -265,8 +274,14 @@ class Service:
                     self._locks[name] = threading.Lock()
             if self._tampered is None:
                 for analyst, slices in config.allowances.items():
+                    reserved = config.reserved.get(analyst, frozenset())
                     for ds_name, loss in slices.items():
-                        self._ledger.set_allowance(ds_name, analyst, loss)
+                        try:
+                            self._ledger.set_allowance(
+                                ds_name, analyst, loss, reserve=ds_name in reserved
+                            )
+                        except InvalidParameter as e:
+                            raise ConfigError(f"analysts.{analyst}: {e}") from e
         except BaseException:
             self.close()
             raise
@@ -426,6 +441,7 @@ class Service:
             spent=self._ledger.spent(dataset, analyst=analyst),
             remaining=self._ledger.remaining(dataset, analyst=analyst),
             allowance=self._ledger.allowance(dataset, analyst),
+            reserved=self._ledger.reservation(dataset, analyst),
         )
 
     # -- querying -------------------------------------------------------------------------
@@ -518,20 +534,40 @@ class Service:
             if nonnegative:
                 raise InvalidParameter("nonnegative applies to table queries, not to graphs")
             graph, text = found
-            return self._answer_graph(
+            return self._as_seen_by(
                 principal,
                 dataset,
-                graph,
-                text,
-                epsilon=epsilon,
-                delta=delta,
-                rho=rho,
-                level=level,
-                idempotency_key=idempotency_key,
+                self._answer_graph(
+                    principal,
+                    dataset,
+                    graph,
+                    text,
+                    epsilon=epsilon,
+                    delta=delta,
+                    rho=rho,
+                    level=level,
+                    idempotency_key=idempotency_key,
+                ),
             )
         program = session.compile(query, epsilon=epsilon, delta=delta, rho=rho, level=level)
         answer = self._table_answer(principal, dataset, session, program, idempotency_key)
-        return answer.clipped_at_zero(program.plan.count_outputs()) if nonnegative else answer
+        if nonnegative:
+            answer = answer.clipped_at_zero(program.plan.count_outputs())
+        return self._as_seen_by(principal, dataset, answer)
+
+    def _as_seen_by(self, principal: Caller, dataset: str, answer: Answer) -> Answer:
+        """``answer`` with the charge named as ``principal`` may see it (post-processing).
+
+        Curators see the ledger's charge id. An analyst sees their own release number
+        (1, 2, … on this dataset): the global id would tell how many releases others made
+        in between. A replay of another analyst's answer (``share_replays``) names no
+        charge at all.
+        """
+        charge_id = answer.metadata.charge_id
+        if principal.role == "curator" or charge_id is None:
+            return answer
+        number = self._ledger.release_number(dataset, principal.name, charge_id)
+        return answer.with_metadata(charge_id=number)
 
     def _table_answer(
         self,
@@ -648,8 +684,43 @@ class Service:
         except DuplicateRequest as e:
             return self._duplicate(e, query_key, dataset, analyst, idempotency_key)
         except BudgetExceeded as refused:
-            return self._keyed_after_refusal(refused, query_key, dataset, analyst, idempotency_key)
+            return self._keyed_after_refusal(
+                self._own_refusal(refused, dataset, analyst),
+                query_key,
+                dataset,
+                analyst,
+                idempotency_key,
+            )
         return answer.with_metadata(remaining=self._ledger.remaining(dataset, analyst=analyst))
+
+    def _own_refusal(self, refused: BudgetExceeded, dataset: str, analyst: str) -> BudgetExceeded:
+        """``refused`` restated as ``analyst``'s own refusal (the ledger's analyst view).
+
+        A release path may refuse early from the dataset's whole budget (its message then
+        names the dataset's remaining, a figure that falls with other analysts' spending);
+        the caller is told only what *they* may still spend (:meth:`Ledger.check_charge`),
+        the same figure their budget shows.
+        """
+        requested = refused.requested
+        if not isinstance(requested, Epsilon | EpsilonDelta | Rho):
+            left = self._ledger.remaining(dataset, analyst=analyst)
+            return BudgetExceeded(
+                f"this request does not fit what analyst {analyst!r} may still spend on "
+                f"dataset {dataset!r} ({left}); nothing was spent",
+                requested=None,
+                remaining=left,
+            )
+        try:
+            self._ledger.check_charge(dataset, requested, analyst=analyst)
+        except BudgetExceeded as own:
+            return own
+        left = self._ledger.remaining(dataset, analyst=analyst)
+        return BudgetExceeded(
+            f"{requested} did not fit what analyst {analyst!r} could spend on dataset "
+            f"{dataset!r} when it was asked (now {left}); nothing was spent",
+            requested=requested,
+            remaining=left,
+        )
 
     def _duplicate(
         self,
@@ -816,8 +887,15 @@ class Service:
         workload_epsilon: float | Fraction = 1,
         groups: int = 1,
         apply: bool = False,
+        clamps: Mapping[str, Sequence[float]] | None = None,
+        clamp_workload: Literal["sum", "avg"] = "sum",
     ) -> TuneResult:
         """Measure how much people contribute (DP) and propose contribution bounds (curators).
+
+        With ``clamps`` (numeric columns and a public search range each), half of
+        ``epsilon`` measures the columns' values instead (a second charge) and a clamping
+        range is proposed for each, the least expected error of ``clamp_workload``
+        (:mod:`deniable.curator.clamps`).
 
         Privacy loss: ``epsilon`` (pure ε-DP: four contribution histograms at ``ε/4``
         each, :mod:`deniable.curator.tune`), charged to the dataset's one cap under the
@@ -853,14 +931,9 @@ class Service:
         if eps <= 0:
             raise InvalidParameter("epsilon must be > 0 (the privacy loss of the measurement)")
         loss = Epsilon(epsilon=eps)
-        mine = self._ledger.budget_filter(dataset, analyst=principal.name)
-        if not mine.can_charge(loss):  # before the engine runs; the charge re-checks
-            raise BudgetExceeded(
-                f"measuring the contributions costs ε = {float(eps):g}, which does not fit "
-                f"what is left to {principal.name!r} of dataset {dataset!r}; nothing was spent",
-                requested=loss,
-                remaining=mine.remaining_for(loss),
-            )
+        # Before the engine runs (the charge re-checks): the ledger's own refusal, which
+        # counts the curator's allowance and other analysts' reservations.
+        self._ledger.check_charge(dataset, loss, analyst=principal.name)
         with self._locks[dataset]:
             report = session.tune(
                 info.name,
@@ -870,6 +943,8 @@ class Service:
                 groups=groups,
                 apply=apply,
                 analyst=principal.name,
+                clamps=clamps,
+                clamp_workload=clamp_workload,
             )
         return TuneResult(
             table=info.name,
@@ -902,7 +977,12 @@ class Service:
     # -- history --------------------------------------------------------------------------
 
     def history(self, principal: Caller, dataset: str) -> list[Charge]:
-        """The principal's own releases on ``dataset``, in commit order (no loss)."""
+        """The principal's own releases on ``dataset``, in commit order (no loss).
+
+        Each charge's :attr:`~deniable.ledger.Charge.number` is the principal's own release
+        number (1, 2, …): what an analyst is shown as the release's id (curators see the
+        ledger's global id).
+        """
         self._known(dataset)
         return self._ledger.history(dataset, analyst=principal.name)
 
@@ -919,21 +999,32 @@ class Service:
     # -- management (curators) ------------------------------------------------------------
 
     def set_allowance(
-        self, principal: Caller, dataset: str, analyst: str, loss: PrivacyLoss
+        self,
+        principal: Caller,
+        dataset: str,
+        analyst: str,
+        loss: PrivacyLoss,
+        *,
+        reserve: bool = False,
     ) -> BudgetView:
         """Give ``analyst`` a slice of ``dataset``'s cap (never extra budget).
+
+        With ``reserve`` the slice is also reserved: what ``analyst`` has not spent of it is
+        held back from every other analyst (:meth:`Ledger.set_allowance`); without it, a
+        reservation they held is released. No privacy loss.
 
         Raises:
             Forbidden: the principal is not a curator.
             UnknownResource: no active analyst of that name (a slice for a name nobody holds
                 would wait for whoever is given the name next).
-            InvalidParameter: the slice is of another kind than the cap or does not fit it.
+            InvalidParameter: the slice is of another kind than the cap or does not fit it,
+                or the reservation exceeds what is unspent and unreserved (nothing changed).
         """
         _require_curator(principal)
         self._known(dataset)
         if not any(a.name == analyst and a.revoked_at is None for a in self._ledger.analysts()):
             raise UnknownResource(f"no active analyst named {analyst!r}: add them first")
-        self._ledger.set_allowance(dataset, analyst, loss)
+        self._ledger.set_allowance(dataset, analyst, loss, reserve=reserve)
         return self.budget(dataset, analyst=analyst)
 
     def allowances(self, principal: Caller, dataset: str) -> dict[str, BudgetView]:

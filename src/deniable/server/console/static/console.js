@@ -35,7 +35,7 @@ function renderBudget(budget) {
   const rem = primary(budget.remaining);
   const total = primary(budget.allowance ?? budget.cap);
   const detail = [`Spent: ${budget.spent.text}`, `Dataset cap: ${budget.cap.text}`];
-  if (budget.allowance) detail.push(`Your allowance: ${budget.allowance.text}`);
+  if (budget.allowance) detail.push(`Your allowance: ${budget.allowance.text}${budget.reserved ? " (reserved for you)" : ""}`);
   if (budget.remaining.type === "epsilon_delta") detail.push(`δ left: ${amount(budget.remaining.delta)}`);
   fill(byId("budget"), gauge({ symbol: rem.symbol, remaining: rem.value, total: total.value, detail }));
   const range = byId("epsilon-range");
