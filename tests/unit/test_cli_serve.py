@@ -74,3 +74,8 @@ def test_a_failed_start_exits_6_and_names_the_cause(
     config.write_text(CONFIG.format(cap=1))
     assert CliRunner().invoke(main, ["serve", "--config", str(config)]).exit_code == 0
     assert len(started) == 1 and run.CONFIG_ENV
+    # several workers: the patient supervisor (uvicorn.run is not used on that path)
+    monkeypatch.setattr(run.PatientMultiprocess, "run", lambda self: started.append(self))
+    args = ["serve", "--config", str(config), "--workers", "2", "--port", "0"]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    assert len(started) == 2 and isinstance(started[1], run.PatientMultiprocess)

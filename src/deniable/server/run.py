@@ -127,27 +127,23 @@ def serve(
     config = load_config(path)  # fail early, in the parent, with the key to fix (parsing)
     preflight(path)
     os.environ[CONFIG_ENV] = str(path)
-    settings = uvicorn.Config(
-        "deniable.server.run:app_from_env",
-        factory=True,
-        http=NoDelayH11,
-        host=host,
-        port=port,
-        workers=workers,
-        log_level=log_level,
-        timeout_graceful_shutdown=10,
+    options = {
+        "factory": True,
+        "http": NoDelayH11,
+        "host": host,
+        "port": port,
+        "workers": workers,
+        "log_level": log_level,
+        "timeout_graceful_shutdown": 10,
         # a stopped or hung worker is replaced after this many seconds without a health
         # answer (it may hold the ledger's write lock, stalling every other worker)
-        timeout_worker_healthcheck=config.server.worker_healthcheck,
-    )
-    if workers > 1:
-        PatientMultiprocess(settings, sockets=[settings.bind_socket()]).run()
+        "timeout_worker_healthcheck": config.server.worker_healthcheck,
+    }
+    if workers == 1:
+        uvicorn.run("deniable.server.run:app_from_env", **options)  # type: ignore[arg-type]
         return
-    server = uvicorn.Server(settings)
-    with contextlib.suppress(KeyboardInterrupt):
-        server.run()
-    if not server.started:
-        sys.exit(STARTUP_FAILURE)
+    settings = uvicorn.Config("deniable.server.run:app_from_env", **options)  # type: ignore[arg-type]
+    PatientMultiprocess(settings, sockets=[settings.bind_socket()]).run()
 
 
 STARTUP_GRACE = 120.0
