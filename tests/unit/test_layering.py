@@ -37,6 +37,7 @@ LAYERS: dict[str, int] = {
     "engines": 3,
     "curator": 3,
     "graph": 3,  # graph queries: like query, above engines, below the curator
+    "synth": 3,  # synthetic data: measures in the engines, charges the ledger; below the curator
     "cli": 4,
     "server": 4,
     "client": 4,  # the analysts' client of the server (maps its errors to ours)
@@ -51,6 +52,7 @@ FORBIDDEN = {
     "query": {"curator", "graph"},
     "engines": {"query", "curator", "graph"},
     "graph": {"curator"},
+    "synth": {"curator"},
 }
 NO_DUCKDB = ("sampling", "anonymize", "local", "explain", "audit", "accounting", "mechanisms",
              "noise", *LEAVES)  # fmt: skip

@@ -217,14 +217,17 @@ def test_sensitivity_at_the_mechanism_input_is_max_rows(tmp_path: Path) -> None:
 def test_one_charge_whose_events_compose_to_it(session: Session, method: str) -> None:
     _register(session, _people(4000, seed=4))
     before = len(session.budget.history)
-    syn = session.synthesize("t", epsilon=1, delta=Fraction(1, 10**6), method=method, bins=8)
+    columns = ["a", "b", "c", "age", "income"] if method == "mst" else ["a", "b", "c", "age"]
+    syn = session.synthesize(
+        "t", columns=columns, epsilon=1, delta=Fraction(1, 10**6), method=method, bins=8
+    )
     history = session.budget.history
     assert len(history) == before + 1
     charge = history[-1]
     assert charge.id == syn.charge_id and charge.loss == EpsilonDelta(epsilon=1, delta=1e-6)
     assert syn.loss == charge.loss
     plan = charge.details["synth"]
-    assert plan["method"] == method and plan["columns"] == ["a", "b", "c", "age", "income"]
+    assert plan["method"] == method and plan["columns"] == columns
     assert plan["sensitivity"] == 2
     # zCDP composition of the events is within the ρ the charge converts from ...
     total = compose([Rho(rho=e.rho) for e in syn.events])
@@ -236,9 +239,11 @@ def test_one_charge_whose_events_compose_to_it(session: Session, method: str) ->
     assert {e.clique for e in marginals} >= {(n,) for n in plan["columns"]}
     for e in marginals:
         assert e.sigma == pytest.approx(2 / math.sqrt(2 * float(e.rho)))  # σ = r/√(2ρ)
+    first = plan["plan"]["one_way_sigma" if method == "mst" else "first_sigma"]
+    assert marginals[0].sigma == pytest.approx(first)  # the plan recorded at the charge
     record = json.loads(session._ledger.answer_for(charge.id) or b"{}")
     assert [ev["clique"] for ev in record["events"]] == [list(e.clique) for e in syn.events]
-    assert len(syn) == record["rows"] and syn.to_pandas().shape == (len(syn), 5)
+    assert len(syn) == record["rows"] and syn.to_pandas().shape == (len(syn), len(columns))
 
 
 def test_zcdp_accountant_charges_rho(tmp_path: Path) -> None:
@@ -337,19 +342,32 @@ def test_a_seeded_source_makes_a_release_reproducible(tmp_path: Path, method: st
             )
         with s:
             _register(s, _people(3000, seed=9))
-            frames.append(s.synthesize("t", epsilon=1, delta=1e-6, method=method, bins=8))
+            frames.append(
+                s.synthesize(
+                    "t",
+                    columns=["a", "b", "c", "age"],
+                    epsilon=1,
+                    delta=1e-6,
+                    method=method,
+                    bins=8,
+                )
+            )
     pd.testing.assert_frame_equal(frames[0].to_pandas(), frames[1].to_pandas())
     assert [e.clique for e in frames[0].events] == [e.clique for e in frames[1].events]
 
 
-def test_mst_recovers_a_strong_dependency_within_the_noise(tmp_path: Path) -> None:
+@pytest.mark.parametrize("method", ["mst", "aim"])
+def test_a_strong_dependency_is_recovered_within_the_noise(tmp_path: Path, method: str) -> None:
     """b = a xor Bernoulli(0.1): the (a, b) marginal is far from independent (TV 0.4).
 
     MST must select the pair (its score beats every other pair's by ~8,000 counts, so at the
-    selection's ε the chance of missing it is below e^-100) and the synthetic rows must
-    reproduce its 4 cells within 6σ of the measurement plus 6 binomial standard deviations
-    of sampling n rows (each bound fails with probability below 1e-8). The negative control,
-    rows sampled from the 1-way measurements alone (independence), misses by ~0.2·n.
+    selection's ε the chance of missing it is below e^-100), AIM a clique holding both; the
+    synthetic rows must reproduce the pair's 4 cells within 6 standard deviations of that
+    measurement's noise on them (σ·√k when the clique's k cells sum into one of the pair's)
+    plus 6 binomial standard deviations of sampling n rows. The sources are seeded, so the
+    outcome is fixed; with fresh randomness each bound would fail with probability below
+    1e-8. The negative control, rows sampled from the 1-way measurements alone
+    (independence), misses by ~0.2·n.
     """
     n = 20_000
     frame = _people(n, seed=10, persons=n)  # one row a person: max_rows 1 bounds nothing
@@ -371,9 +389,15 @@ def test_mst_recovers_a_strong_dependency_within_the_noise(tmp_path: Path) -> No
             public_keys=KEYS,
         )
         truth = frame.drop_duplicates("pid")
-        syn = s.synthesize("t", epsilon=2, delta=1e-6, method="mst", bins=8)
-        assert ("a", "b") in [e.clique for e in syn.events if e.kind == "selection"]
-        sigma = next(e.sigma for e in syn.events if e.clique == ("a", "b") and e.sigma)
+        columns = ["a", "b", "c", "age", "income"] if method == "mst" else ["a", "b", "c", "age"]
+        syn = s.synthesize("t", columns=columns, epsilon=2, delta=1e-6, method=method, bins=8)
+        if method == "mst":
+            assert ("a", "b") in [e.clique for e in syn.events if e.kind == "selection"]
+        sigma = min(
+            e.sigma * math.sqrt(syn.domain.size(e.clique) / 9)
+            for e in syn.events
+            if e.sigma and {"a", "b"} <= set(e.clique)
+        )
         real = np.bincount(truth["a"] * 3 + truth["b"], minlength=9).reshape(3, 3)[:2, :2]
         m = len(truth)
 

@@ -37,6 +37,10 @@ MAX_MODEL_CELLS = 1_000_000
 """Most cells of the model's largest junction-tree clique once the whole budget is spent (the
 limit grows in proportion to the budget spent)."""
 
+ROUND_ITERATIONS = 100
+"""Most mirror-descent steps of the estimate after each round, which starts from the previous
+round's model (warm start, as private-pgm's); the final estimate takes the default."""
+
 MEASURE_SHARE = Fraction(9, 10)
 """Share of each round's ρ spent on its measurement (the rest on its selection)."""
 
@@ -69,13 +73,24 @@ def weights(names: tuple[str, ...]) -> dict[Clique, int]:
     return {c: sum(len(set(c) & w) for w in load) for c in candidate_cliques(names)}
 
 
-def describe_plan(d: int, rounds: int | None) -> dict[str, object]:
-    """The public plan of a release (for the ledger's record)."""
+def describe_plan(
+    d: int, rounds: int | None, rho: Fraction, max_rows: int, max_cells: int = MAX_MODEL_CELLS
+) -> dict[str, object]:
+    """The public plan (for the ledger's record): rounds, first σ and ε, limits.
+
+    Fixed before any data is used; the rounds' choices, the annealing and so the number of
+    rounds depend on the data (after the charge).
+    """
+    total = _rounds(d, rounds)
+    first = MEASURE_SHARE * rho / total
     return {
-        "rounds": _rounds(d, rounds),
+        "rounds": total,
         "measure_share": str(MEASURE_SHARE),
+        "first_sigma": max_rows / math.sqrt(2 * float(first)),
+        "first_selection_epsilon": str(epsilon_for((1 - MEASURE_SHARE) * rho / total)),
         "workload": "all 2-way and 3-way marginals",
-        "max_model_cells": MAX_MODEL_CELLS,
+        "candidates": len(candidate_cliques(tuple(str(i) for i in range(d)))),
+        "max_model_cells": max_cells,
     }
 
 
@@ -88,8 +103,14 @@ def _covered(clique: Clique, measured: list[Clique]) -> bool:
     return any(set(clique) <= set(m) for m in measured)
 
 
-def run(log: ReleaseLog, *, rounds: int | None = None) -> GraphicalModel:
-    """Spend ``log.rho_cap`` by AIM; return the final model (its measurements in ``log``)."""
+def run(
+    log: ReleaseLog, *, rounds: int | None = None, max_cells: int = MAX_MODEL_CELLS
+) -> GraphicalModel:
+    """Spend ``log.rho_cap`` by AIM; return the final model (its measurements in ``log``).
+
+    ``max_cells`` bounds the model's largest junction-tree clique once the whole budget is
+    spent (public; the estimates' time grows with it).
+    """
     domain = log.domain
     names = domain.names
     d = len(names)
@@ -99,7 +120,7 @@ def run(log: ReleaseLog, *, rounds: int | None = None) -> GraphicalModel:
     epsilon = epsilon_for((1 - MEASURE_SHARE) * rho / total_rounds)
     for n in names:
         log.measure((n,), rho=rho_measure)
-    model = estimate(domain, log.measurements)
+    model = estimate(domain, log.measurements, iterations=ROUND_ITERATIONS)
     candidates = candidate_cliques(names)
     weight = weights(names)
     r = log.max_rows
@@ -111,7 +132,7 @@ def run(log: ReleaseLog, *, rounds: int | None = None) -> GraphicalModel:
             epsilon = epsilon_for(remaining - rho_measure)
             last = True
         spent_after = log.spent + rho_measure + epsilon * epsilon / 2
-        limit = MAX_MODEL_CELLS * spent_after / rho
+        limit = max_cells * spent_after / rho
         measured = [m.clique for m in log.measurements]
         allowed = [
             c
@@ -136,9 +157,9 @@ def run(log: ReleaseLog, *, rounds: int | None = None) -> GraphicalModel:
         chosen = allowed[index]
         before = model.marginal(chosen).ravel()
         log.measure(chosen, rho=rho_measure)
-        model = estimate(domain, log.measurements)
+        model = estimate(domain, log.measurements, iterations=ROUND_ITERATIONS, start=model)
         after = model.marginal(chosen).ravel()
         if float(np.abs(after - before).sum()) <= bias * domain.size(chosen):
             rho_measure *= 4  # σ halves
             epsilon *= 2
-    return model
+    return estimate(domain, log.measurements, start=model)

@@ -193,8 +193,8 @@ class Binning:
         cells = np.asarray(cells, dtype=np.int64)
         null = cells == self.null_cell
         if not self.numeric:
-            keyed = [None if n else self.keys[int(c)] for c, n in zip(cells, null, strict=True)]
-            return pa.array(keyed, type=_arrow_type(self.column))
+            values = pa.array([*self.keys, None], type=_arrow_type(self.column))
+            return values.take(pa.array(np.clip(cells, 0, self.null_cell)))
         assert self.lower is not None and self.width is not None
         safe = np.where(null, 0, cells)
         if self.column.kind is ColumnKind.INTEGER:

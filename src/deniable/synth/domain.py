@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from deniable.errors import InvalidParameter
 
@@ -31,6 +31,7 @@ class Domain:
 
     names: tuple[str, ...]
     sizes: tuple[int, ...]
+    _positions: dict[str, int] = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         names, sizes = tuple(self.names), tuple(self.sizes)
@@ -47,6 +48,8 @@ class Domain:
                 )
         object.__setattr__(self, "names", names)
         object.__setattr__(self, "sizes", sizes)
+        # Derived: equality, hashing and repr stay those of (names, sizes).
+        object.__setattr__(self, "_positions", {name: i for i, name in enumerate(names)})
 
     def __len__(self) -> int:
         """The number of attributes."""
@@ -54,10 +57,10 @@ class Domain:
 
     def index(self, name: str) -> int:
         """The position of attribute ``name``; InvalidParameter if it is not in the domain."""
-        try:
-            return self.names.index(name)
-        except ValueError:
-            raise InvalidParameter(f"{name!r} is not an attribute of this domain") from None
+        position: int | None = self._positions.get(name)
+        if position is None:
+            raise InvalidParameter(f"{name!r} is not an attribute of this domain")
+        return position
 
     def canonical(self, clique: Sequence[str]) -> tuple[str, ...]:
         """``clique`` in domain order; InvalidParameter for unknown or repeated names."""

@@ -99,31 +99,52 @@ def triangulate(domain: Domain, cliques: Sequence[Sequence[str]]) -> list[Clique
     chordal interaction graph this adds no edge at all.
     """
     n = len(domain.names)
-    nbrs: list[set[int]] = [set() for _ in range(n)]
+    sizes = domain.sizes
+    # Adjacency as bitmasks: fill counts are popcounts, cheap enough for AIM to call this for
+    # every candidate clique in every round.
+    adj = [0] * n
     for clique in cliques:
-        members = [domain.index(name) for name in domain.canonical(clique)]
-        for a in members:
-            nbrs[a].update(b for b in members if b != a)
-    alive = set(range(n))
-    found: list[frozenset[int]] = []
+        mask = 0
+        for name in domain.canonical(clique):
+            mask |= 1 << domain.index(name)
+        for a in _bits(mask):
+            adj[a] |= mask & ~(1 << a)
 
     def key(v: int) -> tuple[bool, int, int, int]:
-        around = nbrs[v]
-        fill = sum(1 for a in around for b in around if a < b and b not in nbrs[a])
-        cells = domain.sizes[v] * math.prod(domain.sizes[a] for a in around)
+        around = adj[v]
+        fill = sum((around & ~adj[a] & ~(1 << a)).bit_count() for a in _bits(around)) // 2
+        cells = sizes[v] * math.prod(sizes[a] for a in _bits(around))
         return (fill > 0, cells, fill, v)
 
-    while alive:
-        v = min(alive, key=key)
-        around = nbrs[v]
-        found.append(frozenset(around | {v}))
-        for a in around:
-            nbrs[a].update(b for b in around if b != a)
-            nbrs[a].discard(v)
-        alive.discard(v)
-    maximal = [c for c in found if not any(c < other for other in found)]
+    keys = {v: key(v) for v in range(n)}
+    found: list[int] = []
+    while keys:
+        v = min(keys, key=keys.__getitem__)
+        around = adj[v]
+        found.append(around | (1 << v))
+        del keys[v]
+        for a in _bits(around):
+            adj[a] = (adj[a] | around) & ~(1 << a) & ~(1 << v)
+        # Only v's neighbours and theirs can have a new neighbourhood or fill count.
+        touched = around
+        for a in _bits(around):
+            touched |= adj[a]
+        for a in _bits(touched):
+            if a in keys:
+                keys[a] = key(a)
+    maximal = [c for c in found if not any(c != o and c & o == c for o in found)]
     unique = list(dict.fromkeys(maximal))
-    return [tuple(domain.names[i] for i in sorted(c)) for c in unique]
+    return [tuple(domain.names[i] for i in _bits(c)) for c in unique]
+
+
+def _bits(mask: int) -> list[int]:
+    """The positions of the set bits of ``mask``, ascending."""
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
+    return out
 
 
 def clique_cells(domain: Domain, cliques: Sequence[Sequence[str]]) -> int:
@@ -251,6 +272,30 @@ def calibrate(
         back = reduce(beliefs[p] - sent, tree.down[node].axes)
         beliefs[node] = collected[node] + back.reshape(tree.up[node].shape)
     return beliefs
+
+
+def probabilities(tree: JunctionTree, potentials: Sequence[F64]) -> list[F64]:
+    """Each clique's marginal probabilities under ``P(x) ∝ exp(Σ_C potentials_C(x_C))``.
+
+    The same two passes as :func:`calibrate` with sum-product, but the downward pass works on
+    probabilities: a child's belief is its collected potential plus the log of its parent's
+    marginal on their separator minus its own upward message (that message depends on the
+    separator only, so it comes out of the parent's sum). One ``exp`` per cell per pass:
+    about a third fewer than the log-space downward pass. Cells below ``e^-700`` of the
+    largest are floored there (see :func:`exp`).
+    """
+    collected, message = collect(tree, potentials)
+    root = collected[0]
+    out: list[F64] = [exp(root - logsumexp(root, tuple(range(root.ndim))))]
+    out += [out[0]] * (len(collected) - 1)
+    for node in tree.order[1:]:
+        p = tree.parent[node]
+        down, up = tree.down[node], tree.up[node]
+        on_sep = out[p].sum(axis=down.axes) if down.axes else out[p]
+        with np.errstate(divide="ignore"):
+            shift = np.log(on_sep) - message[node]
+        out[node] = exp(collected[node] + shift.reshape(up.shape))
+    return out
 
 
 def collect(

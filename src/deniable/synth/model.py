@@ -7,11 +7,16 @@ explains them (McKenna, Sheldon, Miklau 2019): it minimises
 
     L(μ) = ½ Σ_i ‖M_i(μ) − y_i‖² / sd_i²
 
-over the marginals ``μ`` the model can produce (scaled to ``total`` records), by mirror descent
-on the model's log potentials with an Armijo line search. Each step calibrates a junction tree
-(:mod:`deniable.synth.inference`); the stopping rule is a certified one: the Frank–Wolfe gap,
-an upper bound on ``L(μ) − min L`` obtained with one max-product pass, falls below
-``tolerance`` per measured cell.
+over the marginals ``μ`` the model can produce (scaled to ``total`` records), by accelerated
+mirror descent on the model's log potentials (Nesterov momentum with restarts, an Armijo line
+search). Each step calibrates a junction tree (:mod:`deniable.synth.inference`). It stops
+after ``iterations`` steps, or earlier once a certified bound falls below ``tolerance`` per
+measured cell: the Frank–Wolfe gap, an upper bound on ``L(μ) − min L`` from one max-product
+pass (a loose bound), or once 25 steps gain less than a millionth of the loss.
+
+The pipeline: measurements → junction tree of their cliques (triangulated) → log potentials
+per junction-tree clique → calibrated log marginals → :class:`GraphicalModel` (marginals of
+any clique, rows by ancestral sampling in :mod:`deniable.synth.sample`).
 
 Privacy: everything here is post-processing of the DP measurements — no privacy cost, no
 access to the data. The model's size limit (``max_cells``) depends only on the public domain
@@ -28,26 +33,30 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from deniable.errors import InvalidParameter
+from deniable.errors import InternalError, InvalidParameter
 from deniable.noise.source import RandomSource
 from deniable.synth.domain import Domain
 from deniable.synth.inference import (
     F64,
+    FLOOR,
     JunctionTree,
     Link,
     calibrate,
     clique_cells,
     collect,
-    exp,
     junction_tree,
     link,
     logsumexp,
     maximum,
     normalise,
+    probabilities,
 )
 from deniable.synth.sample import I64, sample_tree
 
 __all__ = ["GraphicalModel", "Measurement", "clique_cells", "estimate"]
+
+STALL = 1e-6
+"""Stop when 25 steps reduce the loss by less than this fraction of it."""
 
 MAX_CELLS = 10**7
 """Default limit on the cells of the model's largest junction-tree clique (≈ 80 MB a table)."""
@@ -59,7 +68,7 @@ class Measurement:
 
     Attributes:
         clique: the attributes measured (domain order is expected; another order is accepted
-            and means ``values`` is flattened in that order).
+            and means ``values`` is flattened in that order; ``()`` measures the total).
         values: the noisy counts, flattened in C order over the clique's sizes.
         sd: the standard deviation of the noise on each cell (public, > 0).
     """
@@ -81,8 +90,6 @@ class _Fit:
 
 def _place(domain: Domain, tree: JunctionTree, m: Measurement) -> _Fit:
     """Validate ``m`` and attach it to the smallest junction-tree clique containing it."""
-    if not isinstance(m, Measurement):
-        raise InvalidParameter("measurements must be Measurement objects")
     given = tuple(m.clique)
     clique = domain.canonical(given)
     sd = float(m.sd)
@@ -100,7 +107,7 @@ def _place(domain: Domain, tree: JunctionTree, m: Measurement) -> _Fit:
     shaped = np.transpose(shaped, [given.index(a) for a in clique]) if given != clique else shaped
     node = tree.containing(clique)
     if node is None:  # pragma: no cover - triangulation puts every measured clique in one
-        raise AssertionError("a measured clique is in no junction-tree clique")
+        raise InternalError(f"the measured clique {clique} is in no junction-tree clique")
     return _Fit(
         node, link(domain, tree.cliques[node], clique), np.ascontiguousarray(shaped), 1 / sd**2
     )
@@ -130,8 +137,9 @@ def estimate(
     total: float | None = None,
     iterations: int = 1000,
     cliques: Sequence[Sequence[str]] = (),
-    tolerance: float = 1e-4,
+    tolerance: float = 1e-3,
     max_cells: int = MAX_CELLS,
+    start: GraphicalModel | None = None,
 ) -> GraphicalModel:
     """The model that best explains the noisy ``measurements`` (Private-PGM estimation).
 
@@ -144,11 +152,14 @@ def estimate(
             model is uniform).
         total: the (noisy) number of records; by default the inverse-variance weighted mean of
             the measurements' sums.
-        iterations: at most this many mirror-descent steps.
+        iterations: at most this many (accelerated) mirror-descent steps.
         cliques: more cliques for the model's structure (e.g. AIM's candidates).
         tolerance: stop once the certified excess loss ``L(μ) − min L`` is below
-            ``tolerance`` per measured cell (in units of the noise variance).
+            ``tolerance`` per measured cell (in units of the noise variance); the descent
+            also stops when 25 steps gain less than ``STALL`` (10⁻⁶) of the loss.
         max_cells: refuse a model whose largest junction-tree clique has more cells.
+        start: a model fitted before on the same domain (AIM's previous round) to start from;
+            ignored when one of its cliques is in none of the new model's cliques.
 
     Returns:
         The fitted :class:`GraphicalModel`.
@@ -171,6 +182,10 @@ def estimate(
         raise InvalidParameter("iterations must be a whole number, at least 0")
     if not math.isfinite(tolerance) or tolerance < 0:
         raise InvalidParameter("tolerance must be finite and at least 0")
+    if isinstance(max_cells, bool) or not isinstance(max_cells, int) or max_cells < 1:
+        raise InvalidParameter("max_cells must be a whole number, at least 1")
+    if not all(isinstance(m, Measurement) for m in measurements):
+        raise InvalidParameter("measurements must be Measurement objects")
     structure = [domain.canonical(m.clique) for m in measurements]
     structure += [domain.canonical(c) for c in cliques]
     if clique_cells(domain, structure) > max_cells:
@@ -183,10 +198,38 @@ def estimate(
         total = _total(fits)
     elif not math.isfinite(total) or total <= 0:
         raise InvalidParameter("total must be a finite number of records, above 0")
-    theta = [np.zeros(tree.shape(node)) for node in range(len(tree.cliques))]
+    theta = _potentials(tree, start)
     if fits:
-        theta = _mirror_descent(tree, fits, float(total), theta, iterations, tolerance)
+        theta = _descend(tree, fits, float(total), theta, iterations, tolerance)
     return GraphicalModel(domain, float(total), tree, normalise(calibrate(tree, theta)))
+
+
+def _potentials(tree: JunctionTree, start: GraphicalModel | None) -> list[F64]:
+    """Log potentials on ``tree`` for the distribution of ``start`` (zeros: uniform).
+
+    A calibrated model is ``Π_C b_C / Π_S b_S``: each old clique's log belief, minus its
+    separator's, is added to a new clique that contains it.
+    """
+    theta = [np.zeros(tree.shape(node)) for node in range(len(tree.cliques))]
+    if start is None:
+        return theta
+    if start.domain != tree.domain:
+        raise InvalidParameter("start must be a model over the same domain")
+    old = start.tree
+    homes: list[int] = []
+    for clique in old.cliques:
+        home = tree.containing(clique)
+        if home is None:
+            return theta
+        homes.append(home)
+    for node, home in enumerate(homes):
+        logb = np.maximum(start._log[node], FLOOR)
+        if old.parent[node] >= 0:
+            up = old.up[node]
+            logb = logb - logsumexp(logb, up.axes).reshape(up.shape)
+        inner = link(tree.domain, tree.cliques[home], old.cliques[node])
+        theta[home] += logb.reshape(inner.shape)
+    return theta
 
 
 def _loss(tree: JunctionTree, fits: Sequence[_Fit], mu: Sequence[F64]) -> tuple[float, list[F64]]:
@@ -206,7 +249,8 @@ def _dot(a: F64, b: F64) -> float:
 
 
 def _marginals(tree: JunctionTree, theta: Sequence[F64], total: float) -> list[F64]:
-    return [total * exp(b) for b in normalise(calibrate(tree, theta))]
+    """Clique marginals (counts) of the model with log potentials ``theta``."""
+    return [total * p for p in probabilities(tree, theta)]
 
 
 def _gap(tree: JunctionTree, grad: Sequence[F64], mu: Sequence[F64], total: float) -> float:
@@ -220,7 +264,7 @@ def _gap(tree: JunctionTree, grad: Sequence[F64], mu: Sequence[F64], total: floa
     return inner + total * float(root[0].max())
 
 
-def _mirror_descent(
+def _descend(
     tree: JunctionTree,
     fits: Sequence[_Fit],
     total: float,
@@ -228,33 +272,83 @@ def _mirror_descent(
     iterations: int,
     tolerance: float,
 ) -> list[F64]:
-    """Mirror descent on the log potentials (entropic mirror map) with Armijo backtracking."""
+    """Accelerated mirror descent on the log potentials, with backtracking and restarts.
+
+    A mirror-descent step (entropic mirror map: ``θ ← θ − α ∇_μ L``, private-pgm's update)
+    is taken from an extrapolated point ``φ = θ + β(θ − θ_prev)`` with Nesterov's weights
+    ``β = (k − 1)/(k + 2)``; the step length satisfies the Armijo condition at ``φ``
+    (halved until it does, 5% longer after). A step that would raise the loss is discarded
+    and the momentum restarted (O'Donoghue & Candès 2015), so the loss never increases and
+    every restart is a plain, Armijo-checked mirror-descent step. On MST- and AIM-shaped
+    problems (20 attributes, a tree; 10 attributes with three 3-way cliques) this reached in
+    300 steps a lower loss than plain mirror descent in 1,000 to 3,000.
+    """
     measured = sum(f.values.size for f in fits)
     mu = _marginals(tree, theta, total)
     loss, grad = _loss(tree, fits, mu)
-    alpha = 1.0 / (total * max(f.weight for f in fits))
+    previous = theta
+    # 2/total is the step of unit-weight squared loss (Lipschitz constant 1, private-pgm's
+    # choice); the line search adapts it.
+    alpha = 2.0 / (total * max(f.weight for f in fits))
+    k = 0
+    checked = math.inf
     for step in range(iterations):
-        if step % 10 == 0 and _gap(tree, grad, mu, total) <= tolerance * measured:
-            break
-        alpha *= 2.0
-        for _ in range(40):
-            trial = [t - alpha * g for t, g in zip(theta, grad, strict=True)]
+        if step % 25 == 0:
+            if _gap(tree, grad, mu, total) <= tolerance * measured:
+                break
+            # Stalled: 25 steps gained less than STALL of the loss (far below the noise).
+            if checked - loss <= STALL * loss:
+                break
+            checked = loss
+        k += 1
+        beta = (k - 1) / (k + 2)
+        if beta > 0:
+            phi = [t + beta * (t - p) for t, p in zip(theta, previous, strict=True)]
+            phi_mu = _marginals(tree, phi, total)
+            phi_loss, phi_grad = _loss(tree, fits, phi_mu)
+        else:
+            phi, phi_mu, phi_loss, phi_grad = theta, mu, loss, grad
+        for _ in range(60):
+            trial = [t - alpha * g for t, g in zip(phi, phi_grad, strict=True)]
             new_mu = _marginals(tree, trial, total)
             new_loss, new_grad = _loss(tree, fits, new_mu)
             predicted = sum(
-                _dot(g, a - b) for g, a, b in zip(grad, mu, new_mu, strict=True)
+                _dot(g, a - b) for g, a, b in zip(phi_grad, phi_mu, new_mu, strict=True)
             )
-            if loss - new_loss >= 0.5 * predicted:
+            if phi_loss - new_loss >= 0.5 * predicted:
                 break
             alpha *= 0.5
         else:
-            break  # no step decreases the loss any more: converged to float precision
-        theta, mu, loss, grad = trial, new_mu, new_loss, new_grad
+            if beta == 0:
+                break  # not even a plain step decreases the loss: converged to float precision
+            k = 0
+            continue
+        alpha *= 1.05
+        if new_loss > loss:
+            k = 0  # momentum overshot: restart from theta with a plain step
+            continue
+        previous, theta, mu, loss, grad = theta, trial, new_mu, new_loss, new_grad
     return theta
+
+
+def _einsum(parts: Sequence[tuple[F64, tuple[str, ...]]], out: tuple[str, ...]) -> F64:
+    """Multiply arrays over named axes and sum every axis not in ``out`` (in that order)."""
+    label: dict[str, int] = {}
+    operands: list[Any] = []
+    for array, attrs in parts:
+        operands += [array, [label.setdefault(a, len(label)) for a in attrs]]
+    operands.append([label[a] for a in out])
+    result: F64 = np.einsum(*operands, optimize=True)
+    return result
 
 
 class GraphicalModel:
     """A fitted distribution over a domain, scaled to ``total`` records.
+
+    Made by :func:`estimate`; also constructible from any consistent clique marginals:
+    ``log_beliefs[i]`` is the log probability table of ``tree.cliques[i]`` (axes in domain
+    order), the tables agreeing on every separator. The distribution is then
+    ``Π_C P(x_C) / Π_S P(x_S)``.
 
     Attributes:
         domain: the attributes and their sizes.
@@ -314,15 +408,14 @@ class GraphicalModel:
                 break
             nodes.discard(top)
             top = below[0]
-        attrs = sorted({a for n in nodes for a in tree.cliques[n]}, key=self.domain.index)
-        if len(attrs) > 52:
-            raise InvalidParameter(
-                f"the marginal over {names} spans {len(attrs)} attributes of the model; "
-                "ask for it from sampled rows instead"
-            )
-        label = {a: i for i, a in enumerate(attrs)}
-        operands: list[Any] = []
-        for n in sorted(nodes):
+        # Eliminate bottom-up: each clique's factor (the top's marginal, the others'
+        # conditionals given their separator) times its children's results, summed down to
+        # the separator plus the attributes asked for. No intermediate is larger than a
+        # clique times the marginal asked for.
+        want = set(names)
+        done: dict[int, tuple[F64, tuple[str, ...]]] = {}
+        order = [n for n in tree.order if n in nodes]
+        for n in reversed(order):
             logb = self._log[n]
             if n == top:
                 factor = np.exp(logb)
@@ -330,20 +423,31 @@ class GraphicalModel:
                 up = tree.up[n]
                 cond = logb - logsumexp(logb, up.axes).reshape(up.shape)
                 factor = np.where(np.isfinite(cond), np.exp(np.nan_to_num(cond)), 0.0)
-            operands += [factor, [label[a] for a in tree.cliques[n]]]
-        operands.append([label[a] for a in names])
-        out: F64 = np.einsum(*operands, optimize=True)
+            parts = [(factor, tree.cliques[n])]
+            parts += [done.pop(c) for c in order if tree.parent[c] == n and c in done]
+            present = {a for _, attrs in parts for a in attrs}
+            keep = want | (set(tree.up[n].sub) if n != top else set())
+            kept = tuple(a for a in self.domain.names if a in present and a in keep)
+            done[n] = (_einsum(parts, kept), kept)
+        result, attrs = done[top]
+        out: F64 = np.transpose(result, [attrs.index(a) for a in names])
         return out
 
-    def sample(self, rows: int, *, source: RandomSource | None = None) -> I64:
-        """``rows`` independent rows drawn from the model (cell indices, domain order).
+    def sample(
+        self, rows: int, *, source: RandomSource | None = None, rounded: bool = False
+    ) -> I64:
+        """``rows`` rows drawn from the model (cell indices, one column per attribute).
 
         Args:
             rows: the number of rows (0 or more).
             source: the randomness (default: the OS CSPRNG; SeededRandom in tests).
+            rounded: False (default): independent rows. True: each junction-tree clique's
+                cells are allotted in counts rounded from their expected numbers, then the
+                rows are shuffled (private-pgm's ``synthetic_data``): the rows' marginals are
+                much closer to the model's; the rows are exchangeable, not independent.
 
         Privacy: post-processing of DP measurements; no privacy cost.
         """
         if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
             raise InvalidParameter("rows must be a whole number, at least 0")
-        return sample_tree(self.tree, self._log, rows, source=source)
+        return sample_tree(self.tree, self._log, rows, source=source, rounded=rounded)

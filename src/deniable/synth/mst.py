@@ -20,6 +20,7 @@ rows is post-processing (:func:`deniable.synth.model.estimate` and ``sample``).
 from __future__ import annotations
 
 import itertools
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -100,8 +101,26 @@ def run(log: ReleaseLog) -> list[Clique]:
     return chosen
 
 
+def describe_plan(d: int, rho: Fraction, max_rows: int) -> dict[str, object]:
+    """The public plan (for the ledger's record): ρ shares, σ of each step, selection ε.
+
+    Fixed before any data is used; only which pairs are selected depends on the data.
+    """
+    shares = budget_shares(d)
+    out: dict[str, object] = {k: str(v) for k, v in shares.items()}
+    ones = shares["one_way"] * rho / d
+    out["one_way_sigma"] = max_rows / math.sqrt(2 * float(ones))
+    if d >= 2:
+        pairs = shares["two_way"] * rho / max(d - 1, 1)
+        out["two_way_sigma"] = max_rows / math.sqrt(2 * float(pairs))
+    if d >= 3:
+        out["selections"] = d - 1
+        out["selection_epsilon"] = str(epsilon_for(rho / (3 * (d - 1))))
+    return out
+
+
 def budget_shares(d: int) -> dict[str, Fraction]:
-    """The public split of ρ by step (for the ledger's record)."""
+    """The public split of ρ by step."""
     if d == 1:
         return {"one_way": Fraction(1)}
     if d == 2:

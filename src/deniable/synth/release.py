@@ -34,7 +34,7 @@ import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -65,8 +65,6 @@ from deniable.synth.model import Measurement, estimate
 if TYPE_CHECKING:
     import polars as pl
 
-    from deniable.curator.session import Session
-
 I64 = npt.NDArray[np.int64]
 
 METHODS = ("aim", "mst")
@@ -96,6 +94,14 @@ def plan_loss(
     Raises:
         InvalidParameter: a pure ε budget (Gaussian noise needs δ > 0 or ρ), a missing or
             extra parameter, values out of range.
+
+    Examples:
+        >>> rho, loss = plan_loss(EpsilonDelta(epsilon=3, delta=1e-5), zcdp=False,
+        ...                       epsilon=1, delta=1e-6, rho=None)
+        >>> loss, 0.018 < float(rho) < 0.03
+        (EpsilonDelta(epsilon=1, delta=1e-06), True)
+        >>> plan_loss(Rho(rho=1), zcdp=False, epsilon=None, delta=None, rho=0.25)[1]
+        Rho(rho=0.25)
     """
     if (epsilon is None) == (rho is None):
         raise InvalidParameter("give either epsilon= (with delta=) or rho=, not both or neither")
@@ -249,6 +255,7 @@ def synthesize(
     rows: int | None = None,
     bins: int | Mapping[str, int] = DEFAULT_BINS,
     rounds: int | None = None,
+    max_cells: int = aim.MAX_MODEL_CELLS,
     source: RandomSource | None = None,
 ) -> Synthetic:
     """Release a DP synthetic table of ``info``'s ``columns``; one charge (module docstring).
@@ -268,6 +275,7 @@ def synthesize(
         rows: rows to generate (default: the noisy number of rows measured).
         bins: bins of numeric columns (one number or one per column).
         rounds: AIM's most rounds (default ``16·d``).
+        max_cells: AIM's limit on the model's largest junction-tree clique (public).
         source: randomness (default: the OS CSPRNG).
 
     Raises:
@@ -283,6 +291,8 @@ def synthesize(
         isinstance(rows, bool) or not isinstance(rows, int) or not 1 <= rows <= MAX_SYNTHETIC_ROWS
     ):
         raise InvalidParameter(f"rows must be an integer in [1, {MAX_SYNTHETIC_ROWS:,}]")
+    if isinstance(max_cells, bool) or not isinstance(max_cells, int) or max_cells < 1:
+        raise InvalidParameter("max_cells must be a positive integer")
     if rounds is not None and (
         isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1
     ):
@@ -323,9 +333,9 @@ def synthesize(
             "rho": str(rho_total),
             "sensitivity": max_rows,
             "plan": (
-                {k: str(v) for k, v in mst.budget_shares(len(domain)).items()}
+                mst.describe_plan(len(domain), rho_total, max_rows)
                 if method == "mst"
-                else aim.describe_plan(len(domain), rounds)
+                else aim.describe_plan(len(domain), rounds, rho_total, max_rows, max_cells)
             ),
         }
     }
@@ -343,11 +353,13 @@ def synthesize(
         mst.run(log)
         model = estimate(domain, log.measurements)
     else:
-        model = aim.run(log, rounds=rounds)
+        model = aim.run(log, rounds=rounds, max_cells=max_cells)
     if log.spent > rho_total:
         raise InternalError("the synthetic release's events exceed its charge")
     count = rows if rows is not None else min(max(1, round(model.total)), MAX_SYNTHETIC_ROWS)
-    cells = model.sample(count, source=source)
+    # Rounded sampling (each clique's cells get counts rounded from their expectations, as
+    # private-pgm's synthetic_data): the rows' marginals follow the model's to about a count.
+    cells = model.sample(count, source=source, rounded=True)
     table = disc.decode(cells, source)
     record = {
         "synth": details["synth"],
@@ -414,8 +426,21 @@ class UtilityReport:
         return f"UtilityReport(NON-PRIVATE, mean total variation: {means})"
 
 
+class CuratorTables(Protocol):
+    """What :func:`utility_report` reads of a curator's session (its own tables).
+
+    A :class:`~deniable.curator.session.Session` has these (the synth layer sits below the
+    curator and does not import it).
+    """
+
+    _engines: dict[str, Engine]
+    _bindings: dict[str, TableBinding]
+
+    def _table_info(self, table: str) -> TableInfo: ...
+
+
 def utility_report(
-    session: Session, table: str, synthetic: Synthetic, *, ways: Sequence[int] = (1, 2, 3)
+    session: CuratorTables, table: str, synthetic: Synthetic, *, ways: Sequence[int] = (1, 2, 3)
 ) -> UtilityReport:
     """NON-PRIVATE: total variation of every 1-, 2- and 3-way marginal, synthetic vs real.
 
