@@ -74,8 +74,28 @@ def test_a_failed_start_exits_6_and_names_the_cause(
     config.write_text(CONFIG.format(cap=1))
     assert CliRunner().invoke(main, ["serve", "--config", str(config)]).exit_code == 0
     assert len(started) == 1 and run.CONFIG_ENV
-    # several workers: the patient supervisor (uvicorn.run is not used on that path)
-    monkeypatch.setattr(run.PatientMultiprocess, "run", lambda self: started.append(self))
+
+    # Several workers: the patient supervisor runs them (not uvicorn.run). Both it and
+    # uvicorn's Config are replaced here: the real ones set signal handlers and logging in
+    # this process.
+    class Supervisor:
+        def __init__(self, settings: object, sockets: list[object]) -> None:
+            self.settings = settings
+
+        def run(self) -> None:
+            started.append(self)
+
+    class Settings:
+        def __init__(self, app: str, **options: object) -> None:
+            self.app, self.options = app, options
+
+        def bind_socket(self) -> None:
+            return None
+
+    monkeypatch.setattr(run, "PatientMultiprocess", Supervisor)
+    monkeypatch.setattr("uvicorn.Config", Settings)
     args = ["serve", "--config", str(config), "--workers", "2", "--port", "0"]
     assert CliRunner().invoke(main, args).exit_code == 0
-    assert len(started) == 2 and isinstance(started[1], run.PatientMultiprocess)
+    assert len(started) == 2 and isinstance(started[1], Supervisor)
+    settings = started[1].settings
+    assert isinstance(settings, Settings) and settings.options["workers"] == 2
