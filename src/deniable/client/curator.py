@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 from urllib.parse import quote
 
+import pandas as pd
+
 from deniable.accounting.loss import Epsilon, EpsilonDelta, PrivacyLoss, Rho
 from deniable.client.analyst import Amount, Analyst, _dataset_path, _exact_float
 from deniable.client.decode import (
@@ -170,6 +172,47 @@ class Curator(Analyst):
             resend="unsent",
         )
         return result
+
+    def synthesize(
+        self,
+        dataset: str,
+        table: str,
+        *,
+        rows: int,
+        columns: Sequence[str] | None = None,
+        epsilon: Amount | None = None,
+        delta: Amount | None = None,
+        rho: Amount | None = None,
+        method: str = "mst",
+        bins: int = 16,
+    ) -> pd.DataFrame:
+        """A DP synthetic table of ``table`` (MST or AIM), as a pandas DataFrame.
+
+        Privacy loss: ``epsilon`` and ``delta`` (or ``rho``), charged once to the curator's
+        name against the dataset's cap (:mod:`deniable.synth.release`). The response's
+        charge and measurements are in the frame's ``attrs["deniable"]``. The request is
+        resent only when it never reached the server (the route keeps no idempotency key).
+
+        Raises:
+            BudgetExceeded: the release does not fit what is left (nothing spent).
+            InvalidParameter, UnsafeQuery: missing bounds or keys, too many cells.
+        """
+        body: dict[str, Any] = {"table": table, "rows": rows, "method": method, "bins": bins}
+        if columns is not None:
+            body["columns"] = list(columns)
+        for name, value in (("epsilon", epsilon), ("delta", delta), ("rho", rho)):
+            if value is not None:
+                body[name] = _exact_float(value, name)
+        result: dict[str, Any] = self._http.request(
+            "POST",
+            _dataset_path(dataset, "synthesize"),
+            body=body,
+            idempotency_key=new_idempotency_key(),
+            resend="unsent",
+        )
+        frame = pd.DataFrame(result["data"], columns=result["columns"])
+        frame.attrs["deniable"] = {k: v for k, v in result.items() if k != "data"}
+        return frame
 
     def utility_analysis(
         self, dataset: str, table: str, *, group_by: Sequence[str] = ()

@@ -18,6 +18,7 @@ route                                       who        what
 ``GET /v1/datasets/{d}/allowances``         curator    every analyst's budget
 ``PUT /v1/datasets/{d}/allowances/{a}``     curator    set an analyst's slice of the cap
 ``POST /v1/datasets/{d}/tune``              curator    DP contribution bounds (charged)
+``POST /v1/datasets/{d}/synthesize``        curator    a DP synthetic table (charged once)
 ``POST /v1/datasets/{d}/utility-analysis``  curator    NON-PRIVATE exact kept shares
 ``GET /v1/analysts``                        curator    registered analysts
 ``POST /v1/analysts``                       curator    add one; its token is shown once
@@ -107,6 +108,8 @@ from deniable.server.models import (
     QueryRequest,
     QueryResponse,
     ReleaseOut,
+    SynthesizeRequest,
+    SynthesizeResponse,
     TableOut,
     TuneRequest,
     TuneResponse,
@@ -696,6 +699,36 @@ def create_app(
             clamp_workload=body.clamp_workload,
         )
         return TuneResponse.of(dataset, result)
+
+    @app.post(
+        "/v1/datasets/{dataset}/synthesize",
+        tags=["curator"],
+        responses=_responses(400, 403, 404, 409),
+    )
+    def synthesize(dataset: Dataset, body: SynthesizeRequest, who: Who) -> SynthesizeResponse:
+        """Release a DP synthetic table (MST or AIM) of a private table (curators).
+
+        Privacy loss: the request's ``epsilon`` and ``delta`` (or ``rho``), charged once to
+        the dataset's cap under the curator's name, committed before any noise is drawn;
+        the marginals are counted in the engine under the table's bounds (each person at
+        most ``max_rows`` rows) and the rows are drawn from a model fitted to their noisy
+        values (post-processing). A refused request costs nothing (409 ``budget_exceeded``,
+        400 for missing bounds or keys, before the engine runs). ``measurements`` lists
+        every noisy marginal and selection with its noise scale.
+        """
+        result = service().synthesize(
+            who,
+            dataset,
+            body.table,
+            rows=body.rows,
+            columns=body.columns,
+            epsilon=body.epsilon,
+            delta=body.delta,
+            rho=body.rho,
+            method=body.method,
+            bins=body.bins,
+        )
+        return SynthesizeResponse.of(dataset, result)
 
     @app.post(
         "/v1/datasets/{dataset}/utility-analysis",

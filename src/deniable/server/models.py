@@ -30,7 +30,13 @@ from deniable.curator.tune import EDGES, JOINT_EDGES, Choice, UtilityAnalysis
 from deniable.errors import InvalidParameter
 from deniable.query import builder as b
 from deniable.query.answer import Answer, interval_coverage, row_policy_line, show_loss
-from deniable.server.service import AccuracyResult, BudgetView, GraphMetadata, TuneResult
+from deniable.server.service import (
+    AccuracyResult,
+    BudgetView,
+    GraphMetadata,
+    SynthResult,
+    TuneResult,
+)
 
 Scalar = int | float | str | bool | None
 Name = Annotated[str, Field(min_length=1, max_length=200)]
@@ -871,6 +877,92 @@ class TuneResponse(_Model):
                 for column, (low, high) in report.clamps.items()
             },
             clamp_charge_id=report.clamp_charge_id,
+        )
+
+
+MAX_SYNTHETIC_ROWS_HTTP = 200_000
+"""Most rows one synthetic table may have over HTTP (its size is the request's, public)."""
+
+
+class SynthesizeRequest(_Request):
+    """A DP synthetic table of a private table (curators; charged once)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "examples": [
+                {"table": "students", "rows": 1000, "epsilon": 1, "delta": 1e-6, "method": "mst"}
+            ]
+        },
+    )
+
+    table: Name = Field(description="the private table")
+    rows: Annotated[int, Field(ge=1, le=MAX_SYNTHETIC_ROWS_HTTP), Integral] = Field(
+        description="rows of the synthetic table (a public number)"
+    )
+    columns: list[Name] | None = Field(
+        None, max_length=64, description="its columns (default: all but the privacy unit)"
+    )
+    epsilon: Spend | None = Field(None, description="ε of the release (with delta)")
+    delta: Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)] | None = Field(
+        None, description="δ of the release"
+    )
+    rho: Spend | None = Field(None, description="ρ of the release (instead of ε and δ)")
+    method: Literal["mst", "aim"] = Field("mst", description="MST or AIM")
+    bins: Annotated[int, Field(ge=2, le=1024), Integral] = Field(
+        16, description="equal-width bins of each numeric column over its declared bounds"
+    )
+
+
+class SynthEventOut(_Model):
+    """One noisy release inside a synthetic release (public: cliques and noise scales)."""
+
+    kind: Literal["marginal", "selection"]
+    clique: list[str]
+    rho: str = Field(description="its zCDP loss, exact")
+    sigma: float | None = Field(None, description="the Gaussian noise's σ in counts (marginals)")
+    epsilon: str | None = Field(None, description="its ε (selections)")
+
+
+class SynthesizeResponse(_Model):
+    """The synthetic table, what it was charged, and what was measured."""
+
+    dataset: str
+    table: str
+    method: str
+    charge: LossOut = Field(description="the one charge of the whole release")
+    charge_id: int
+    remaining: LossOut = Field(description="what the caller may still spend")
+    columns: list[str]
+    data: dict[str, list[Any]] = Field(description="the synthetic rows, column by column")
+    measurements: list[SynthEventOut] = Field(
+        description="every measured marginal and selection, in order"
+    )
+
+    @classmethod
+    def of(cls, dataset: str, result: SynthResult) -> SynthesizeResponse:
+        """The response form of a :class:`~deniable.server.service.SynthResult`."""
+        syn = result.synthetic
+        return cls(
+            dataset=dataset,
+            table=result.table,
+            method=syn.method,
+            charge=LossOut.of(syn.loss),
+            charge_id=syn.charge_id,
+            remaining=LossOut.of(result.remaining),
+            columns=list(syn.table.column_names),
+            data=syn.table.to_pydict(),
+            measurements=[
+                SynthEventOut(
+                    kind="selection" if e.kind == "selection" else "marginal",
+                    clique=list(e.clique),
+                    rho=str(e.rho),
+                    sigma=e.sigma,
+                    epsilon=None if e.epsilon is None else str(e.epsilon),
+                )
+                for e in syn.events
+            ],
         )
 
 

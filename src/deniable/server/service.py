@@ -83,6 +83,7 @@ from deniable.server.errors import (
     RequestInProgress,
     UnknownResource,
 )
+from deniable.synth.release import Synthetic
 
 Role = Literal["curator", "analyst"]
 
@@ -237,6 +238,21 @@ class TuneResult:
     table: str
     report: TuneReport
     applied: bool
+    remaining: PrivacyLoss
+
+
+@dataclass(frozen=True)
+class SynthResult:
+    """What :meth:`Service.synthesize` released (charged once).
+
+    Attributes:
+        table: the table's registered name.
+        synthetic: the synthetic table and its measurements.
+        remaining: what the curator may still spend after the charge.
+    """
+
+    table: str
+    synthetic: Synthetic
     remaining: PrivacyLoss
 
 
@@ -950,6 +966,56 @@ class Service:
             table=info.name,
             report=report,
             applied=apply,
+            remaining=self._ledger.remaining(dataset, analyst=principal.name),
+        )
+
+    def synthesize(
+        self,
+        principal: Caller,
+        dataset: str,
+        table: str,
+        *,
+        rows: int,
+        columns: Sequence[str] | None = None,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        rho: float | None = None,
+        method: Literal["mst", "aim"] = "mst",
+        bins: int = 16,
+    ) -> SynthResult:
+        """Release a DP synthetic table of ``table`` (curators), charged once.
+
+        Privacy loss: the release's ``(ε, δ)`` or ``ρ`` (:mod:`deniable.synth.release`:
+        every marginal measured in the engine under the table's bounds, one charge for the
+        whole release, committed before any noise is drawn), under the curator's name like
+        any release. Refusals (budget, missing bounds or keys, too many cells) come before
+        the engine runs. Runs under the dataset's lock. Curators only: the release's time
+        depends on the data (AIM's rounds), which tells a curator nothing they do not hold.
+
+        Raises:
+            Forbidden: the principal is not a curator.
+            UnknownDataset: no such dataset.
+            InvalidParameter, UnsafeQuery: a bad request (nothing spent).
+            BudgetExceeded: the release does not fit what is left (nothing spent).
+        """
+        _require_curator(principal)
+        session = self._session(dataset)
+        info = _private_table(session, table)
+        with self._locks[dataset]:
+            synthetic = session.synthesize(
+                info.name,
+                columns=columns,
+                epsilon=epsilon,
+                delta=delta,
+                rho=rho,
+                method=method,
+                rows=rows,
+                bins=bins,
+                analyst=principal.name,
+            )
+        return SynthResult(
+            table=info.name,
+            synthetic=synthetic,
             remaining=self._ledger.remaining(dataset, analyst=principal.name),
         )
 
