@@ -1,6 +1,6 @@
 """Mechanisms: each takes a sensitivity and a privacy parameter and returns a Release."""
 
-from deniable.mechanisms.exponential import exponential, random_permutation
+from deniable.mechanisms.exponential import exponential, exponential_rejection, random_permutation
 from deniable.mechanisms.gaussian import discrete_gaussian, gaussian, gaussian_loss
 from deniable.mechanisms.laplace import geometric, laplace, laplace_loss
 from deniable.mechanisms.mixture import Candidate, MixtureRelease, mixture, mixture_loss
@@ -24,6 +24,7 @@ __all__ = [
     "coin_rr_loss",
     "discrete_gaussian",
     "exponential",
+    "exponential_rejection",
     "gaussian",
     "gaussian_loss",
     "geometric",

@@ -6,8 +6,8 @@ candidates are its downward closure, each weighted by how much of the workload i
 zCDP budget ``ρ`` fixed in advance and charged once:
 
 1. every 1-way marginal is measured at ``ρ_m = 0.9ρ/T`` each (``σ² = r²/(2ρ_m)``);
-2. each round selects a candidate by the exponential mechanism (permute-and-flip, ε-DP with
-   ``ε²/2 = 0.1ρ/T`` of ρ), scored by ``w(c)·(‖M_c(D) − M_c(p̂)‖₁ − √(2/π)·σ·n_c)`` (the
+2. each round selects a candidate by the exponential mechanism (ε-DP, ε-bounded-range: with
+   ``ε²/8 = 0.1ρ/T`` of ρ), scored by ``w(c)·(‖M_c(D) − M_c(p̂)‖₁ − √(2/π)·σ·n_c)`` (the
    L1 error of the current model minus the noise's expected L1 error over the ``n_c`` cells;
    sensitivity ``max w·r``), among the candidates whose model stays within a cell limit that
    grows with the budget spent (``clique_cells``, or already covered by the model);
@@ -30,7 +30,14 @@ from fractions import Fraction
 
 import numpy as np
 
-from deniable.synth.measure import SCORE_BITS, Clique, ReleaseLog, epsilon_for, l1_score
+from deniable.synth.measure import (
+    SCORE_BITS,
+    Clique,
+    ReleaseLog,
+    epsilon_for,
+    l1_score,
+    selection_rho,
+)
 from deniable.synth.model import GraphicalModel, clique_cells, estimate
 
 MAX_MODEL_CELLS = 1_000_000
@@ -127,11 +134,11 @@ def run(
     last = False
     while not last:
         remaining = log.remaining
-        if remaining < 2 * (rho_measure + epsilon * epsilon / 2):
+        if remaining < 2 * (rho_measure + selection_rho(epsilon)):
             rho_measure = MEASURE_SHARE * remaining
             epsilon = epsilon_for(remaining - rho_measure)
             last = True
-        spent_after = log.spent + rho_measure + epsilon * epsilon / 2
+        spent_after = log.spent + rho_measure + selection_rho(epsilon)
         limit = max_cells * spent_after / rho
         measured = [m.clique for m in log.measurements]
         allowed = [

@@ -19,7 +19,8 @@ a table protecting rows), each in one cell of each marginal, so every marginal m
 most ``r`` in L1 and in L2 (all rows may fall in one cell). A marginal released with the
 discrete Gaussian at variance ``σ²`` is therefore ``ρ = r²/(2σ²)``-zCDP
 (:func:`measure_marginal`); an exponential-mechanism selection at ``ε`` whose scores move by
-at most their stated sensitivity is ε-DP, hence ``ε²/2``-zCDP (:meth:`ReleaseLog.select`).
+at most their stated sensitivity is ε-DP and ε-bounded-range, hence ``ε²/8``-zCDP
+(:meth:`ReleaseLog.select`; Cesar & Rogers 2021).
 :class:`ReleaseLog` draws every noisy release of one synthetic release and adds up their ρ
 exactly; it refuses (``InternalError``, a bug) to pass the ρ charged for the whole release.
 """
@@ -40,7 +41,7 @@ from sqlglot import exp
 from deniable.accounting.bounds import round_down, sqrt_interval
 from deniable.engines.base import SAMPLE_ALIAS, Capabilities, Engine, TableBinding
 from deniable.errors import InternalError, InvalidParameter
-from deniable.mechanisms import discrete_gaussian, exponential
+from deniable.mechanisms import discrete_gaussian, exponential_rejection
 from deniable.noise.source import RandomSource
 from deniable.query.catalog import Column
 from deniable.query.rewrite.compile import canonical_unit_expression, keyed_hash, render
@@ -256,11 +257,20 @@ def measure_marginal(
     return np.asarray(release.value, dtype=np.int64), rho
 
 
+def selection_rho(epsilon: Fraction) -> Fraction:
+    """The zCDP cost ``ε²/8`` of one exponential-mechanism selection at ``ε``.
+
+    The exponential mechanism is ε-bounded-range, hence ``ε²/8``-zCDP (Cesar & Rogers 2021):
+    the cost MST and AIM charge it (:func:`~deniable.mechanisms.exponential_rejection`).
+    """
+    return epsilon * epsilon / 8
+
+
 def epsilon_for(rho: Fraction) -> Fraction:
-    """The largest ε (53-bit, rounded down) of a selection costing at most ``ρ = ε²/2``."""
-    low, _ = sqrt_interval(2 * rho)
+    """The largest ε (53-bit, rounded down) of a selection costing at most ``ρ = ε²/8``."""
+    low, _ = sqrt_interval(8 * rho)
     eps = round_down(low)
-    if eps <= 0 or eps * eps / 2 > rho:
+    if eps <= 0 or selection_rho(eps) > rho:
         raise InternalError("no positive selection ε fits the share of the budget")
     return eps
 
@@ -270,12 +280,12 @@ class Event:
     """One noisy release of a synthetic release (public: what analysts may see).
 
     Attributes:
-        kind: ``"marginal"`` (discrete Gaussian counts) or ``"selection"`` (exponential
-            mechanism, permute-and-flip).
+        kind: ``"marginal"`` (discrete Gaussian counts) or ``"selection"`` (the
+            exponential mechanism, sampled exactly by rejection).
         clique: the marginal's columns (a measured marginal) or the chosen clique.
         rho: its zCDP loss.
         sigma: the noise's standard deviation parameter σ in counts (marginals).
-        epsilon: its ε (selections; ρ = ε²/2).
+        epsilon: its ε (selections; ρ = ε²/8).
         candidates: the number of candidates (selections).
     """
 
@@ -367,16 +377,18 @@ class ReleaseLog:
         sensitivity: int,
         epsilon: Fraction,
     ) -> int:
-        """Choose a candidate by the exponential mechanism (permute-and-flip): ε-DP.
+        """Choose a candidate by the exponential mechanism: ε-DP, ε-bounded-range.
 
         ``scores`` are exact integers whose change between neighbouring datasets is at most
-        ``sensitivity``; the choice costs ``ρ = ε²/2`` (pure ε-DP implies ε²/2-zCDP).
+        ``sensitivity``; the choice costs ``ρ = ε²/8`` (bounded range implies ε²/8-zCDP,
+        Cesar & Rogers 2021). Sampled by rejection, whose time depends on the scores: this
+        runs after the release's one charge.
         """
-        rho = epsilon * epsilon / 2
+        rho = selection_rho(epsilon)
         self._admit(rho)
         if len(candidates) != len(scores):
             raise InternalError("one score per candidate")
-        release = exponential(
+        release = exponential_rejection(
             np.asarray(scores, dtype=np.int64),
             sensitivity=sensitivity,
             epsilon=epsilon,

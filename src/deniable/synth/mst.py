@@ -9,7 +9,8 @@ With ``d`` columns and a total zCDP budget ``ρ`` (in units of a sensitivity-``r
    scored by ``‖M_ab(D) − M̂_ab‖₁``, the L1 distance between the pair's exact marginal and its
    estimate under independence from the noisy 1-ways (sensitivity ``r``: one person moves
    the exact marginal by at most ``r`` in L1, the estimate not at all). The selections share
-   ``ρ/3`` equally, each ε-DP with ``ε²/2`` of it (permute-and-flip is pure ε-DP);
+   ``ρ/3`` equally, each ε-DP with ``ε²/8`` of it (the exponential mechanism is
+   ε-bounded-range, hence ε²/8-zCDP: Cesar & Rogers 2021);
 3. measure the chosen pairs' marginals, sharing the last ``ρ/3`` equally.
 
 With one column, its 1-way gets all of ``ρ``; with two, the only pair needs no selection and
