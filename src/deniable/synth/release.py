@@ -22,8 +22,8 @@ number of counts at most and is read into arrays of public size.
 
 Privacy: with neighbouring datasets differing in all rows of one person (one row for tables
 protecting rows), the release is ρ-zCDP for the ρ charged (each measured marginal moves by at
-most ``max_rows`` in L2; each selection is ε-bounded-range, ε²/8-zCDP; adaptive zCDP composition), so
-also (ε, δ)-DP for the (ε, δ) charged.
+most ``max_rows`` in L2; each selection is ε-bounded-range, ε²/8-zCDP; adaptive zCDP
+composition), so also (ε, δ)-DP for the (ε, δ) charged.
 """
 
 from __future__ import annotations
