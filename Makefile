@@ -23,8 +23,11 @@ $(STAMP): $(RUNTIME)
 demo: $(RUNTIME)
 	$(BIN)/python -m deniable.demo
 
-# Every core (pytest-xdist). --dist loadfile keeps each test module on one worker, so
-# module-scoped fixtures (a Spark session, a PostgreSQL server) are built once per worker.
+# One worker more than the cores (pytest-xdist, -n auto: tests/conftest.py): much of the suite
+# waits (response deadlines, server, PostgreSQL and JVM starts) and the extra worker fills the
+# waits. --dist loadfile keeps each module on one worker, so module-scoped fixtures (a Spark
+# session, a PostgreSQL server) are built once; tests/conftest.py hands the modules out
+# longest first, the Spark modules as one unit (one JVM).
 # (loadgroup cannot be used: pytest 9.2 ignores the node ids xdist 3.8 rewrites for it.)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n auto --dist loadfile

@@ -138,8 +138,11 @@ def test_two_hosts_share_one_postgres_ledger(tmp_path: Path) -> None:
         pg.stop()
     ids = {c.id for c in charges}
     # No answer without a committed charge; nothing lost. (An analyst is shown their own
-    # release numbers, 1, 2, 3…, not the ledger's global ids.)
-    assert {r["charge_id"] for r in received} <= numbers
+    # release numbers, 1, 2, 3…, not the ledger's global ids; a number is a rank in commit
+    # order, so two answers naming one number would mean a lost charge's number was reused.)
+    shown = [r["charge_id"] for r in received]
+    assert len(set(shown)) == len(shown), "two answers name the same release"
+    assert set(shown) <= numbers
     assert spent == Epsilon(epsilon=Fraction(1, 100) * len(ids))
     assert failed, "no request failed while PostgreSQL restarted"
     assert all(code == 503 for code in failed), failed[:5]
