@@ -41,7 +41,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 # Each benchmark writes benchmarks/results/<name>.md; BENCHMARKS.md is assembled from them.
-BENCHES := noise query anonymize compile_join server postgres bigdata spark accounting graph utility clamps diagnostics ledger_open server_timing ledger
+BENCHES := noise query anonymize compile_join server postgres bigdata spark accounting graph utility clamps diagnostics ledger_open server_timing ledger synth_scaling
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	@for b in $(BENCHES); do echo "== $$b"; $(BIN)/python benchmarks/$$b.py || exit 1; done
@@ -55,6 +55,9 @@ bench-compare: $(STAMP)
 	$(BIN)/python benchmarks/compare.py --setup
 	$(BIN)/python benchmarks/utility_pipelinedp.py --setup
 	$(BIN)/python benchmarks/utility_pipelinedp.py
+	$(BIN)/python benchmarks/synth_compare.py --setup
+	$(BIN)/python benchmarks/synth_compare.py --dataset census --rows 100000 --repeat 3
+	$(BIN)/python benchmarks/synth_compare.py --dataset events --rows 100000 --repeat 3
 	$(BIN)/python benchmarks/assemble.py
 
 clean:
