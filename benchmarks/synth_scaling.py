@@ -111,6 +111,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes only (smoke run)")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per configuration")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "synth_scaling.md"))
     args = parser.parse_args()
     if args.child:
@@ -121,15 +122,20 @@ def main() -> None:
         configs = [(10**4, 6, "mst"), (10**4, 6, "aim"), (10**5, 10, "mst")]
     else:
         configs = [(10**5, 10, "mst"), (10**6, 10, "mst"), (10**7, 10, "mst"),
-                   (10**5, 10, "aim"), (10**6, 10, "aim"),
-                   (10**6, 20, "mst"), (10**6, 40, "mst")]  # fmt: skip
+                   (10**6, 20, "mst"), (10**6, 40, "mst"), (10**5, 10, "aim")]  # fmt: skip
     results = []
     load = os.getloadavg()
     for rows, columns, method in configs:
-        proc = subprocess.run(
-            [sys.executable, __file__, "--child", str(rows), str(columns), method],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
+        try:
+            proc = subprocess.run(
+                [sys.executable, __file__, "--child", str(rows), str(columns), method],
+                capture_output=True, text=True, check=False, timeout=args.timeout,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            results.append({"rows": rows, "columns": columns, "method": method,
+                            "status": f"timeout ({args.timeout:.0f} s)"})  # fmt: skip
+            print(results[-1], flush=True)
+            continue
         if proc.returncode != 0:
             failed = f"exit {proc.returncode}: {proc.stderr.strip()[-200:]}"
             results.append({"rows": rows, "columns": columns, "method": method, "status": failed})
