@@ -188,7 +188,7 @@ def run_publication(
     delta = guarantee.delta
     if not 0 < delta < 1:
         raise InvalidParameter(f"k = {k}, β = {beta:g}, ε = {epsilon:g} give no useful δ")
-    rng = np.random.default_rng(seed)  # test data only, never a release
+    rng = np.random.default_rng(seed)  # test-only: the clinics' data, never a release
     coins = SeededRandom(seed) if seed is not None else None
     present = bernoulli(Fraction(1, 2), trials, source=coins).astype(bool)
     guesses = {name: np.zeros(trials, dtype=bool) for name in _SYSTEMS}
