@@ -122,7 +122,8 @@ def main() -> None:
         configs = [(10**4, 6, "mst"), (10**4, 6, "aim"), (10**5, 10, "mst")]
     else:
         configs = [(10**5, 10, "mst"), (10**6, 10, "mst"), (10**7, 10, "mst"),
-                   (10**6, 20, "mst"), (10**6, 40, "mst"), (10**5, 10, "aim")]  # fmt: skip
+                   (10**6, 20, "mst"), (10**6, 40, "mst"), (10**5, 10, "aim"),
+                   (10**6, 10, "aim")]  # fmt: skip
     results = []
     load = os.getloadavg()
     for rows, columns, method in configs:
