@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING
 
 from deniable.accounting.loss import Number, PrivacyLoss
-from deniable.explain.plots import png_bytes, posterior_figure
 from deniable.explain.posterior import (
     DEFAULT_EVIDENCE,
     approx_posterior_bounds,
@@ -21,6 +19,9 @@ from deniable.explain.posterior import (
     split_loss,
 )
 from deniable.explain.text import explain_loss
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,8 @@ class Explanation:
 
     def figure(self) -> Figure:
         """The posterior bounds against the prior, this prior marked (thesis Figure 2.1)."""
+        from deniable.explain.plots import posterior_figure  # matplotlib only when drawing
+
         return posterior_figure(
             self.epsilon, delta=self.delta, evidence=self.evidence, prior=self.prior
         )
@@ -57,6 +60,8 @@ class Explanation:
         return self.text
 
     def _repr_png_(self) -> bytes:
+        from deniable.explain.plots import png_bytes
+
         return png_bytes(self.figure())
 
     def _repr_markdown_(self) -> str:
