@@ -13,6 +13,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 from _service_fixture import copy_example
@@ -421,8 +422,13 @@ def test_utility_analysis_is_exact_labelled_and_never_charged(
     # Nothing charged, nothing written, nothing stored as an answer.
     assert spent(service) == 0
     assert service.ledger.history("students") == []
-    again = client.post(f"{DS}/utility-analysis", json=body, headers=auth("cur"))
-    assert again.json() == out
+    again = client.post(f"{DS}/utility-analysis", json=body, headers=auth("cur")).json()
+    # computed afresh (not a stored answer): the same figures up to the order in which the
+    # engine's threads add the doubles (the last bits may differ from run to run)
+    assert {k: v for k, v in again.items() if k != "kept_share"} == {
+        k: v for k, v in out.items() if k != "kept_share"
+    }
+    assert np.allclose(again["kept_share"], out["kept_share"], rtol=1e-12, atol=0)
     assert service.ledger.history("students") == []
 
 

@@ -135,6 +135,7 @@ class Curator(Analyst):
         apply: bool = False,
         clamps: Mapping[str, Sequence[float]] | None = None,
         clamp_workload: str = "sum",
+        idempotency_key: str | None = None,
     ) -> dict[str, Any]:
         """Measure contributions with DP and propose ``max_groups``/``max_rows``.
 
@@ -143,13 +144,31 @@ class Curator(Analyst):
         half of it measures those columns' values (a second charge) and a clamping range
         is proposed for each, for a ``SUM`` or ``AVG`` per group (``clamp_workload``). The
         server's ``TuneResponse`` is returned as decoded JSON (``best``, ``proposals``,
-        ``histograms``, ``configuration``, ``clamps``…). The server ignores
-        the Idempotency-Key on this route, so the request is resent only when it never
-        reached the server.
+        ``histograms``, ``configuration``, ``clamps``…).
+
+        The request carries an Idempotency-Key (``idempotency_key``, or a fresh uuid4) and
+        every resend after a network failure reuses it, as :meth:`sql` does: one call is
+        charged at most once, and a resend gets the first response.
+
+        Args:
+            dataset: the dataset.
+            table: the private table (with a privacy-unit column).
+            epsilon: ε the measurement spends.
+            group_by: the grouping columns of the workload the proposals are ranked for.
+            workload_epsilon: ε of one query of that workload (ranking only: free).
+            groups: groups of that workload.
+            apply: make the best proposal the table's bounds in the serving process.
+            clamps: numeric columns and a public search range ``(low, high)`` each.
+            clamp_workload: ``"sum"`` or ``"avg"``, the workload the clamps are for.
+            idempotency_key: the key of an earlier call that failed with
+                :class:`~deniable.client.errors.ConnectionFailed`, to get its response
+                without paying again; default a new key.
 
         Raises:
             BudgetExceeded: ``epsilon`` does not fit what is left (nothing spent).
             InvalidParameter: an unknown table or column, a row-level table.
+            IdempotencyConflict: ``idempotency_key`` was used for another request.
+            ConnectionFailed: no answer after every retry (the error names the key).
         """
         body = {
             "table": table,
@@ -162,14 +181,13 @@ class Curator(Analyst):
         if clamps:
             body["clamps"] = {c: [float(lo), float(hi)] for c, (lo, hi) in clamps.items()}
             body["clamp_workload"] = clamp_workload
-        # The key is sent as on every charging request, but today's server ignores it on
-        # this route: so the request is still resent only when it never left the client.
         result: dict[str, Any] = self._http.request(
             "POST",
             _dataset_path(dataset, "tune"),
             body=body,
-            idempotency_key=new_idempotency_key(),
-            resend="unsent",
+            idempotency_key=idempotency_key
+            if idempotency_key is not None
+            else new_idempotency_key(),
         )
         return result
 
@@ -185,17 +203,37 @@ class Curator(Analyst):
         rho: Amount | None = None,
         method: str = "mst",
         bins: int = 16,
+        idempotency_key: str | None = None,
     ) -> pd.DataFrame:
         """A DP synthetic table of ``table`` (MST or AIM), as a pandas DataFrame.
 
         Privacy loss: ``epsilon`` and ``delta`` (or ``rho``), charged once to the curator's
         name against the dataset's cap (:mod:`deniable.synth.release`). The response's
-        charge and measurements are in the frame's ``attrs["deniable"]``. The request is
-        resent only when it never reached the server (the route keeps no idempotency key).
+        charge and measurements are in the frame's ``attrs["deniable"]``.
+
+        The request carries an Idempotency-Key (``idempotency_key``, or a fresh uuid4) and
+        every resend after a network failure reuses it, as :meth:`sql` does: one call is
+        charged at most once, and a resend gets the same synthetic table.
+
+        Args:
+            dataset: the dataset.
+            table: the private table.
+            rows: rows of the synthetic table (a public number, at most 200,000).
+            columns: its columns (default: all but the privacy unit).
+            epsilon: ε of the release (with ``delta``).
+            delta: δ of the release.
+            rho: ρ of the release (instead of ε and δ).
+            method: ``"mst"`` or ``"aim"``.
+            bins: equal-width bins of each numeric column over its declared bounds.
+            idempotency_key: the key of an earlier call that failed with
+                :class:`~deniable.client.errors.ConnectionFailed`, to get its table
+                without paying again; default a new key.
 
         Raises:
             BudgetExceeded: the release does not fit what is left (nothing spent).
             InvalidParameter, UnsafeQuery: missing bounds or keys, too many cells.
+            IdempotencyConflict: ``idempotency_key`` was used for another request.
+            ConnectionFailed: no answer after every retry (the error names the key).
         """
         body: dict[str, Any] = {"table": table, "rows": rows, "method": method, "bins": bins}
         if columns is not None:
@@ -207,8 +245,9 @@ class Curator(Analyst):
             "POST",
             _dataset_path(dataset, "synthesize"),
             body=body,
-            idempotency_key=new_idempotency_key(),
-            resend="unsent",
+            idempotency_key=idempotency_key
+            if idempotency_key is not None
+            else new_idempotency_key(),
         )
         frame = pd.DataFrame(result["data"], columns=result["columns"])
         frame.attrs["deniable"] = {k: v for k, v in result.items() if k != "data"}

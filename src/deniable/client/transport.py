@@ -2,14 +2,14 @@
 
 Retries (with exponential backoff) never charge twice:
 
-* A request that charges (a query) carries an ``Idempotency-Key`` chosen by the client
-  (a uuid4) and is resent with the *same* key after a network failure — connection
-  refused or reset, a timeout, a response cut short — or a 502, 503 or 504, or a 409
-  ``in_progress`` (the first attempt is still being answered). The server charges a key
-  once and returns the stored answer to every retry.
-* A request that charges and cannot carry a key (the curator's ``tune``) and one that is
-  not idempotent (adding an analyst) is resent only when it never left the client
-  (the connection could not be opened).
+* A request that charges (a query, the curator's ``tune`` and ``synthesize``) carries an
+  ``Idempotency-Key`` chosen by the client (a uuid4) and is resent with the *same* key
+  after a network failure — connection refused or reset, a timeout, a response cut
+  short — or a 502, 503 or 504, or a 409 ``in_progress`` (the first attempt is still
+  being answered). The server charges a key once and returns the stored response to
+  every retry.
+* A request that is not idempotent (adding or revoking an analyst) is resent only when
+  it never left the client (the connection could not be opened).
 * Requests that change nothing are resent after any of those failures.
 * A 429 (rate limited) is refused before anything is done: it is resent after its
   ``Retry-After``, whatever the request.

@@ -34,8 +34,13 @@ bucket (``server.rate_limit``; per worker process, so ``w`` workers admit up to 
 the rate) and gets 429 with ``Retry-After`` beyond it; CORS is closed unless
 ``server.cors_origins`` lists origins. An analyst never sees another analyst's queries or
 answers; whether identical queries are replayed across analysts is ``server.share_replays``.
+
+The charging routes (query, tune, synthesize) take an ``Idempotency-Key`` header: a retry
+with the same key and body gets the first response and is charged nothing more; the key
+reused on the route for another body is refused (422 ``idempotency_key_reused``).
 """
 
+import json
 import logging
 import math
 import os
@@ -50,6 +55,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
@@ -120,11 +126,24 @@ from deniable.server.models import (
     graph_out,
     public_keys_out,
 )
-from deniable.server.service import Caller, Service
+from deniable.server.service import MAX_IDEMPOTENCY_KEY, Caller, KeyedKind, Service
 
 log = logging.getLogger("deniable.server")
 
 Authenticator = Callable[[str], Caller | None]
+
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=MAX_IDEMPOTENCY_KEY,
+        description="a retry with the same key returns the same response, charged once "
+        "(chosen by the client, unique per request and scoped to the route; reused on the "
+        "route for another request: 422)",
+    ),
+]
+"""The ``Idempotency-Key`` header of the charging routes (query, tune, synthesize)."""
 
 ERROR_CODES: tuple[tuple[type[BaseException], int, str], ...] = (
     (Unauthenticated, 401, "unauthenticated"),
@@ -538,15 +557,7 @@ def create_app(
         dataset: Dataset,
         body: QueryRequest,
         who: Who,
-        idempotency_key: Annotated[
-            str | None,
-            Header(
-                alias="Idempotency-Key",
-                min_length=1,
-                max_length=200,
-                description="a retry with the same key returns the same answer, charged once",
-            ),
-        ] = None,
+        idempotency_key: IdempotencyKey = None,
     ) -> QueryResponse:
         """Answer a query with differential privacy, charging the caller.
 
@@ -671,9 +682,12 @@ def create_app(
     @app.post(
         "/v1/datasets/{dataset}/tune",
         tags=["curator"],
+        response_model=TuneResponse,
         responses=_responses(400, 403, 404, 409),
     )
-    def tune(dataset: Dataset, body: TuneRequest, who: Who) -> TuneResponse:
+    def tune(
+        dataset: Dataset, body: TuneRequest, who: Who, idempotency_key: IdempotencyKey = None
+    ) -> Response:
         """Measure contributions with DP and propose ``max_groups``/``max_rows`` (curators).
 
         Privacy loss: ``epsilon`` (pure ε-DP: four contribution histograms), charged to
@@ -685,27 +699,43 @@ def create_app(
         proposal becomes the table's bounds in this service process until it restarts
         (other worker processes keep the configured bounds): write ``configuration`` into
         the dataset's configuration to keep it.
+
+        With an ``Idempotency-Key``, a retry of the same request with the same key returns
+        the first response (its ``applied`` says what the first did, in the process that
+        served it) and is charged nothing more; the key reused for another request is
+        refused (422 ``idempotency_key_reused``).
         """
-        result = service().tune(
-            who,
-            dataset,
-            body.table,
-            epsilon=body.epsilon,
-            group_by=body.group_by,
-            workload_epsilon=body.workload_epsilon,
-            groups=body.groups,
-            apply=body.apply,
-            clamps=body.clamps,
-            clamp_workload=body.clamp_workload,
-        )
-        return TuneResponse.of(dataset, result)
+        s = service()
+
+        def release() -> bytes:
+            result = s.tune(
+                who,
+                dataset,
+                body.table,
+                epsilon=body.epsilon,
+                group_by=body.group_by,
+                workload_epsilon=body.workload_epsilon,
+                groups=body.groups,
+                apply=body.apply,
+                clamps=body.clamps,
+                clamp_workload=body.clamp_workload,
+            )
+            return TuneResponse.of(dataset, result).model_dump_json(exclude={"remaining"}).encode()
+
+        return _keyed_response(s, who, dataset, "tune", body, idempotency_key, release)
 
     @app.post(
         "/v1/datasets/{dataset}/synthesize",
         tags=["curator"],
+        response_model=SynthesizeResponse,
         responses=_responses(400, 403, 404, 409),
     )
-    def synthesize(dataset: Dataset, body: SynthesizeRequest, who: Who) -> SynthesizeResponse:
+    def synthesize(
+        dataset: Dataset,
+        body: SynthesizeRequest,
+        who: Who,
+        idempotency_key: IdempotencyKey = None,
+    ) -> Response:
         """Release a DP synthetic table (MST or AIM) of a private table (curators).
 
         Privacy loss: the request's ``epsilon`` and ``delta`` (or ``rho``), charged once to
@@ -715,20 +745,31 @@ def create_app(
         values (post-processing). A refused request costs nothing (409 ``budget_exceeded``,
         400 for missing bounds or keys, before the engine runs). ``measurements`` lists
         every noisy marginal and selection with its noise scale.
+
+        With an ``Idempotency-Key``, a retry of the same request with the same key returns
+        the same synthetic table (stored compressed with the charge) and is charged nothing
+        more; the key reused for another request is refused (422
+        ``idempotency_key_reused``).
         """
-        result = service().synthesize(
-            who,
-            dataset,
-            body.table,
-            rows=body.rows,
-            columns=body.columns,
-            epsilon=body.epsilon,
-            delta=body.delta,
-            rho=body.rho,
-            method=body.method,
-            bins=body.bins,
-        )
-        return SynthesizeResponse.of(dataset, result)
+        s = service()
+
+        def release() -> bytes:
+            result = s.synthesize(
+                who,
+                dataset,
+                body.table,
+                rows=body.rows,
+                columns=body.columns,
+                epsilon=body.epsilon,
+                delta=body.delta,
+                rho=body.rho,
+                method=body.method,
+                bins=body.bins,
+            )
+            response = SynthesizeResponse.of(dataset, result)
+            return response.model_dump_json(exclude={"remaining"}).encode()
+
+        return _keyed_response(s, who, dataset, "synth", body, idempotency_key, release)
 
     @app.post(
         "/v1/datasets/{dataset}/utility-analysis",
@@ -801,6 +842,32 @@ def create_app(
     response_time.install(app, {n: d.response_time for n, d in config.datasets.items()})
     app.add_middleware(BodyLimit, limit=settings.max_request_bytes)
     return app
+
+
+def _keyed_response(
+    s: Service,
+    who: Caller,
+    dataset: str,
+    kind: KeyedKind,
+    body: BaseModel,
+    idempotency_key: str | None,
+    release: Callable[[], bytes],
+) -> Response:
+    """The JSON response of a charging curator release, run once per Idempotency-Key.
+
+    ``release`` returns the response's JSON without ``remaining``, which is added here:
+    what the caller may still spend now (for a retry as for a keyed query: now, not when
+    the first request was answered).
+    """
+    request = json.dumps(body.model_dump(mode="json"), sort_keys=True)
+    data = s.keyed_release(
+        who, dataset, kind=kind, request=request, idempotency_key=idempotency_key, release=release
+    )
+    if not data.startswith(b"{") or data == b"{}":
+        raise InternalError("a curator release's response is not a JSON object")
+    left = LossOut.of(s.ledger.remaining(dataset, analyst=who.name)).model_dump_json()
+    content = b'{"remaining":' + left.encode() + b"," + data[1:]
+    return Response(content=content, media_type="application/json")
 
 
 def _allowed_methods(app: FastAPI, request: Request) -> list[str]:
