@@ -6,6 +6,10 @@ at once) and is then made durable by a flushing transaction before the charge re
 by whichever writer of the host gets its lock first, for every write durable by then
 (:func:`deniable.ledger.chain.settle`). These tests check what that must keep:
 
+Every child process charges from :data:`THREADS` threads, so its concurrent charges are
+admitted in shared transactions (group commit, :mod:`deniable.ledger.group`): batches,
+refusals inside a batch, and crashes of the server under a batch are all exercised.
+
 1. **Exact admission across processes and hosts**: four processes (two sharing one host's
    anchor, two with an anchor each) race for a cap of 64 charges: exactly 64 are admitted,
    the total is exactly the cap, the chain verifies in full and every anchor opens clean.
@@ -51,14 +55,14 @@ SETTINGS = {"synchronous_commit": "on", "wal_writer_delay": "10000ms"}
 # charge returns, append its id to ``out`` (unbuffered: the report survives the child).
 CHILD = textwrap.dedent(
     """
-    import os, sys, time
+    import os, sys, threading, time
     from fractions import Fraction
     from deniable.accounting.loss import Epsilon
     from deniable.errors import BudgetExceeded, LedgerError
     from deniable.ledger import Ledger
     import deniable.ledger.postgres as pg
 
-    url, anchor, out, stop, name, loss, broken = sys.argv[1:8]
+    url, anchor, out, stop, name, loss, broken, threads = sys.argv[1:9]
     if broken == "1":  # the negative control: no flush after the asynchronous commit
         pg.COMMIT_AND_FLUSH = (
             "COMMIT; SELECT pg_current_wal_insert_lsn()::text; SELECT 1; "
@@ -67,21 +71,33 @@ CHILD = textwrap.dedent(
         pg.FLUSH = "SELECT 1"
     fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     ledger = Ledger(url, anchor=anchor, timeout=20)
-    i = 0
-    while not os.path.exists(stop):
-        i += 1
-        try:
-            c = ledger.charge("d", Epsilon(epsilon=Fraction(loss)), analyst=name,
-                              query_key=f"{name}-{i}", query_text="SELECT COUNT(*) FROM t")
-        except BudgetExceeded:
-            break
-        except LedgerError:  # the server is down: nothing was reported; try again
-            time.sleep(0.05)
-            continue
-        os.write(fd, f"{c.id}\\n".encode())
+
+    def run(t):
+        i = 0
+        while not os.path.exists(stop):
+            i += 1
+            try:
+                c = ledger.charge("d", Epsilon(epsilon=Fraction(loss)), analyst=name,
+                                  query_key=f"{name}-{t}-{i}",
+                                  query_text="SELECT COUNT(*) FROM t")
+            except BudgetExceeded:
+                break
+            except LedgerError:  # the server is down: nothing was reported; try again
+                time.sleep(0.05)
+                continue
+            os.write(fd, f"{c.id}\\n".encode())
+
+    # Several threads: concurrent charges of one process share transactions (group.py).
+    workers = [threading.Thread(target=run, args=(t,)) for t in range(int(threads))]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
     ledger.close()
     """
 )
+THREADS = 4
+"""Charging threads per child process (their charges are batched by group commit)."""
 
 
 def children(
@@ -103,6 +119,7 @@ def children(
                 f"p{k}",
                 loss,
                 "1" if broken else "0",
+                str(THREADS),
             ],
             stderr=subprocess.PIPE,
         )

@@ -56,10 +56,7 @@ def all_spent(conn: Tx, *, also: Iterable[str] = ()) -> dict[str, dict[str, str]
     writes runs on every charge.
     """
     out: dict[str, dict[str, str]] = {}
-    caps = {
-        r[0]: decode_loss(r[1:5])
-        for r in conn.execute("SELECT name, loss_type, epsilon, delta, rho FROM datasets")
-    }
+    caps = {r[0]: decode_loss(r[1:5]) for r in conn.execute(ALL_CAPS)}
     registered = set(caps)
     for name in sorted(set(also) - registered):
         row = conn.execute(
@@ -138,15 +135,25 @@ def lost_budget(
 # -- helpers (all run inside a transaction) ------------------------------------------------
 
 
+CAP = "SELECT loss_type, epsilon, delta, rho FROM datasets WHERE name = ?"
+ALL_CAPS = "SELECT name, loss_type, epsilon, delta, rho FROM datasets"
+ACCOUNTANT = "SELECT spec FROM accountants WHERE dataset = ?"
+SLICES = (
+    "SELECT analyst, loss_type, epsilon, delta, rho FROM allowances "
+    "WHERE dataset = ? AND (analyst = ? OR substr(analyst, 1, ?) = ?)"
+)
+IDEMPOTENT = "SELECT id FROM charges WHERE dataset = ? AND analyst = ? AND idempotency_key = ?"
+"""Admission's reads of a dataset, an analyst's slices and an idempotency key (a batch of
+charges reads them all in one round trip, :meth:`ChargeBatch.prefetch`)."""
+
+
 def cap_of(conn: Tx, dataset: str) -> PrivacyLoss:
     """``dataset``'s cap.
 
     Raises:
         UnknownDataset: the dataset is not registered.
     """
-    row = conn.execute(
-        "SELECT loss_type, epsilon, delta, rho FROM datasets WHERE name = ?", (dataset,)
-    ).fetchone()
+    row = conn.execute(CAP, (dataset,)).fetchone()
     if row is None:
         raise UnknownDataset(
             f"dataset {dataset!r} is not registered in this ledger; the curator must register "
@@ -174,6 +181,9 @@ def loss_groups(conn: Tx, dataset: str, *, analyst: str | None) -> list[Any]:
     last checkpoint, and a hand edit of an older row cannot change what is counted.
     """
     mark, by_dataset = conn.counted if conn.counted is not None else (0, {})
+    if conn.batch is not None:
+        rows = conn.batch.loss_groups(conn, dataset, analyst, mark)
+        return _with_counted(rows, by_dataset.get(dataset), analyst)
     where, args = "dataset = ?", [dataset]
     args_: list[object] = list(args)
     if analyst is not None:
@@ -185,7 +195,15 @@ def loss_groups(conn: Tx, dataset: str, *, analyst: str | None) -> list[Any]:
         "GROUP BY loss_type, epsilon, delta, rho",
         args_,
     ).fetchall()
-    before = by_dataset.get(dataset)
+    return _with_counted(rows, by_dataset.get(dataset), analyst)
+
+
+def _with_counted(
+    rows: list[Any],
+    before: list[tuple[str, str, str | None, str | None, str | None, int]] | None,
+    analyst: str | None,
+) -> list[Any]:
+    """``rows`` plus what the vouched checkpoint counts (``before``, of the dataset)."""
     if not before:
         return rows
     counts: dict[tuple[object, ...], int] = {}
@@ -296,7 +314,7 @@ def accountant_of(conn: Tx, dataset: str) -> Accountant:
     """How ``dataset``'s budget is spent (``"basic"`` when nothing is recorded)."""
     if not conn.has_table("accountants"):
         return "basic"
-    row = conn.execute("SELECT spec FROM accountants WHERE dataset = ?", (dataset,)).fetchone()
+    row = conn.execute(ACCOUNTANT, (dataset,)).fetchone()
     if row is None:
         return "basic"
     try:
@@ -501,6 +519,124 @@ def refusal(
     )
 
 
+GROUPS_BY_ANALYST = (
+    "SELECT analyst, loss_type, epsilon, delta, rho, COUNT(*) FROM charges "
+    "WHERE dataset = ? AND id > ? AND id < ? GROUP BY analyst, loss_type, epsilon, delta, rho"
+)
+"""A dataset's charges after a checkpoint's last id, grouped by analyst and loss."""
+
+OwnCharge = tuple[str, str, str, str | None, str | None, str | None]
+"""(dataset, analyst, loss_type, ε, δ, ρ) of a charge a batch inserted."""
+
+
+class ChargeBatch:
+    """Admission's view of the charges while a batch is admitted in one write transaction.
+
+    Set as ``tx.batch`` (:attr:`deniable.ledger.store.Tx.batch`) by
+    :meth:`deniable.ledger.Ledger.charge`'s group commit. :meth:`prefetch` reads, in one
+    round trip and *before the batch inserts anything*, everything admission will read:
+    each dataset's cap and accountant, its charges after the vouched checkpoint grouped by
+    analyst and loss, each analyst's slices, the idempotency keys, and (when the backend
+    can) a block of new charge ids. Then every charge the batch inserts registers here
+    (:func:`insert_charge`), and :func:`loss_groups` answers with the rows read plus those
+    charges. This is exactly what a fresh read would return at that point: the writers'
+    lock is held, so no other writer commits during the transaction, and every charge the
+    transaction inserts while the batch is set goes through :func:`insert_charge`. So each
+    member is admitted against everything committed before the batch *and* the members
+    before it, as if each had its own transaction.
+    """
+
+    def __init__(self, mark: int) -> None:
+        self._mark = mark
+        self._base: dict[str, list[Any]] = {}  # dataset -> GROUPS_BY_ANALYST rows
+        self._own: list[OwnCharge] = []
+        self._keys: dict[tuple[str, str, str], int | None] = {}
+        self._ids: list[int] = []
+
+    def prefetch(
+        self, tx: Tx, members: Iterable[tuple[str, str, str | None]], *, every_cap: bool
+    ) -> None:
+        """Read what admitting ``members`` ``(dataset, analyst, idempotency_key)`` needs.
+
+        ``every_cap``: also every dataset's cap (:data:`ALL_CAPS`), for an anchor whose
+        totals are recomputed at the end of the transaction (:func:`all_spent`).
+        """
+        members = list(members)
+        datasets = sorted({d for d, _, _ in members})
+        slices = sorted({(d, a) for d, a, _ in members})
+        keys = sorted({(d, a, k) for d, a, k in members if k is not None})
+        statements: list[tuple[str, tuple[object, ...]]] = []
+        for d in datasets:
+            statements.append((CAP, (d,)))
+            if tx.has_table("accountants"):
+                statements.append((ACCOUNTANT, (d,)))
+            statements.append((GROUPS_BY_ANALYST, (d, self._mark, ID_BOUND)))
+        statements.extend((SLICES, slices_params(d, a)) for d, a in slices)
+        statements.extend((IDEMPOTENT, key) for key in keys)
+        if every_cap:
+            statements.append((ALL_CAPS, ()))
+        ids = tx.charge_ids_query(len(members))
+        if ids is not None:
+            statements.append(ids)
+        results = iter(tx.prefetch(statements))
+        for d in datasets:
+            next(results)  # CAP: the transaction keeps it for cap_of
+            if tx.has_table("accountants"):
+                next(results)
+            self._base[d] = next(results)
+        for _ in slices:
+            next(results)
+        for key in keys:
+            rows = next(results)
+            self._keys[key] = int(rows[0][0]) if rows else None
+        if every_cap:
+            next(results)  # kept by the transaction for all_spent
+        if ids is not None:
+            self._ids = sorted(int(r[0]) for r in next(results))
+
+    def loss_groups(self, tx: Tx, dataset: str, analyst: str | None, mark: int) -> list[Any]:
+        """Rows ``(loss_type, ε, δ, ρ, count)``: the charges read, then the batch's own."""
+        if mark != self._mark:  # pragma: no cover - the mark is fixed per transaction
+            raise LedgerError("a batch of charges was read against another checkpoint")
+        base = self._base.get(dataset)
+        if base is None:
+            # Another dataset (the anchor's totals): read now. Exact as long as the batch
+            # inserted nothing on it (its inserts would be counted twice); it cannot have,
+            # as every member's dataset was prefetched.
+            if any(own[0] == dataset for own in self._own):  # pragma: no cover
+                raise LedgerError("a batch of charges read a dataset it did not prefetch")
+            base = self._base[dataset] = tx.execute(
+                GROUPS_BY_ANALYST, (dataset, mark, ID_BOUND)
+            ).fetchall()
+        counts: dict[tuple[object, ...], int] = {}
+        for row in base:
+            if analyst is None or row[0] == analyst:
+                key = tuple(row[1:5])
+                counts[key] = counts.get(key, 0) + int(row[5])
+        for d, a, *loss in self._own:
+            if d == dataset and (analyst is None or a == analyst):
+                key = tuple(loss)
+                counts[key] = counts.get(key, 0) + 1
+        return [(*k, n) for k, n in counts.items()]
+
+    def duplicate(self, dataset: str, analyst: str, key: str) -> int | None:
+        """The id of the charge with this idempotency key (read, or the batch's), or None."""
+        return self._keys.get((dataset, analyst, key))
+
+    def next_id(self) -> int | None:
+        """The next reserved charge id, or None when there is none left."""
+        return self._ids.pop(0) if self._ids else None
+
+    def record(
+        self, dataset: str, analyst: str, loss: tuple[str, str | None, str | None, str | None],
+        key: str | None, charge_id: int,
+    ) -> None:  # fmt: skip
+        """Register a charge the transaction inserted (counted from now on)."""
+        self._own.append((dataset, analyst, *loss))
+        if key is not None:
+            self._keys[(dataset, analyst, key)] = charge_id
+
+
 # -- reserved slices -------------------------------------------------------------------------
 
 
@@ -547,11 +683,7 @@ def slices_of(
     The admission path's only read of the allowances table: reservations cost a charge no
     extra round trip to the database.
     """
-    rows = conn.execute(
-        "SELECT analyst, loss_type, epsilon, delta, rho FROM allowances "
-        "WHERE dataset = ? AND (analyst = ? OR substr(analyst, 1, ?) = ?)",
-        (dataset, "" if analyst is None else analyst, len(RESERVED), RESERVED),
-    ).fetchall()
+    rows = conn.execute(SLICES, slices_params(dataset, analyst)).fetchall()
     allowance: PrivacyLoss | None = None
     reserved: dict[str, PrivacyLoss] = {}
     for row in rows:
@@ -561,6 +693,11 @@ def slices_of(
         elif any(components(loss)):
             reserved[name[len(RESERVED) :]] = loss
     return allowance, reserved
+
+
+def slices_params(dataset: str, analyst: str | None) -> tuple[object, ...]:
+    """The parameters of :data:`SLICES` for ``analyst`` on ``dataset``."""
+    return (dataset, "" if analyst is None else analyst, len(RESERVED), RESERVED)
 
 
 def held_for_others(
@@ -805,8 +942,50 @@ def admit_and_insert(
     The one write path of a release (:meth:`Ledger.charge`, :meth:`Ledger.record_sample_release`):
     nothing is written when the filter refuses; the anchor's total follows the charge.
     """
+    budget = admit_charge(w, dataset=dataset, analyst=analyst, loss=loss)
+    return record_charge(
+        w,
+        budget,
+        dataset=dataset,
+        analyst=analyst,
+        query_key=query_key,
+        query_text=query_text,
+        loss=loss,
+        details_json=details_json,
+        idempotency_key=idempotency_key,
+    )
+
+
+def admit_charge(
+    w: Write, *, dataset: str, analyst: str, loss: PrivacyLoss
+) -> BudgetFilter | ZCDPFilter:
+    """Admit ``loss`` for ``analyst`` on ``dataset`` inside ``w``, or raise; writes nothing.
+
+    Counts every charge the transaction can see, its own earlier inserts included (a
+    batch of charges in one transaction is admitted in order, each against those before
+    it). Returns the dataset's filter with ``loss`` charged (for the anchor's total).
+
+    Raises:
+        BudgetExceeded, UnknownDataset, InvalidParameter, LedgerError: as
+            :func:`admit_both`; nothing was written.
+    """
     check_not_reserved(analyst)
-    budget = admit_both(w.conn, dataset, analyst, loss)
+    return admit_both(w.conn, dataset, analyst, loss)
+
+
+def record_charge(
+    w: Write,
+    budget: BudgetFilter | ZCDPFilter,
+    *,
+    dataset: str,
+    analyst: str,
+    query_key: str,
+    query_text: str,
+    loss: PrivacyLoss,
+    details_json: str,
+    idempotency_key: str | None,
+) -> Charge:
+    """Insert the charge :func:`admit_charge` admitted (``budget`` its filter), inside ``w``."""
     now = utc_now()
     charge_id = insert_charge(
         w,
@@ -834,6 +1013,19 @@ def admit_and_insert(
     )
 
 
+INSERT_CHARGE = (
+    "INSERT INTO charges (dataset, analyst, query_key, query_text, loss_type, "
+    "epsilon, delta, rho, time, details, status, idempotency_key) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'charged', ?)"
+)
+INSERT_CHARGE_WITH_ID = (
+    "INSERT INTO charges (id, dataset, analyst, query_key, query_text, loss_type, "
+    "epsilon, delta, rho, time, details, status, idempotency_key) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'charged', ?)"
+)
+"""A charge row; the second with an id reserved for a batch (:class:`ChargeBatch`)."""
+
+
 def insert_charge(
     w: Write,
     *,
@@ -846,22 +1038,22 @@ def insert_charge(
     details_json: str,
     idempotency_key: str | None,
 ) -> int:
-    """Insert one charge row and its chain entry (no admission: callers admitted it)."""
-    charge_id = w.conn.insert(
-        "INSERT INTO charges (dataset, analyst, query_key, query_text, loss_type, "
-        "epsilon, delta, rho, time, details, status, idempotency_key) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'charged', ?)",
-        (
-            dataset,
-            analyst,
-            query_key,
-            query_text,
-            *encode_loss(loss),
-            now,
-            details_json,
-            idempotency_key,
-        ),
-    )
+    """Insert one charge row and its chain entry (no admission: callers admitted it).
+
+    Inside a batch (``w.conn.batch``) the charge is registered with it, and takes one of
+    its reserved ids when it has some: the insert then travels with the next statement.
+    """
+    encoded = encode_loss(loss)
+    row = (dataset, analyst, query_key, query_text, *encoded, now, details_json, idempotency_key)
+    batch = w.conn.batch
+    reserved = None if batch is None else batch.next_id()
+    if reserved is None:
+        charge_id = w.conn.insert(INSERT_CHARGE, row)
+    else:
+        charge_id = reserved
+        w.conn.defer(INSERT_CHARGE_WITH_ID, (charge_id, *row))
+    if batch is not None:
+        batch.record(dataset, analyst, encoded, idempotency_key, charge_id)
     w.append(
         "charge",
         {
@@ -870,7 +1062,7 @@ def insert_charge(
             "analyst": analyst,
             "query_key": query_key,
             "query_text": query_text,
-            "loss": list(encode_loss(loss)),
+            "loss": list(encoded),
             "time": now,
             "details": details_json,
             "idempotency_key": idempotency_key,

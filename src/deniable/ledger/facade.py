@@ -97,6 +97,7 @@ from deniable.accounting.renyi import ZCDPFilter
 from deniable.errors import (
     BudgetExceeded,
     CapConflict,
+    DeniableError,
     DuplicateRequest,
     InvalidParameter,
     LedgerError,
@@ -109,10 +110,14 @@ from deniable.ledger import analysts as people
 from deniable.ledger import answers, budget, chain, samples
 from deniable.ledger.analysts import ROLES, AnalystInfo, Principal, Role, new_token, token_digest
 from deniable.ledger.budget import (
+    ALL_CAPS,
+    IDEMPOTENT,
     SAMPLED_UNDER_ZCDP,
+    ChargeBatch,
     accountant_of,
     admit_and_insert,
     admit_both,
+    admit_charge,
     all_spent,
     allowance_of,
     cap_of,
@@ -123,6 +128,7 @@ from deniable.ledger.budget import (
     kind_name,
     lost_budget,
     over,
+    record_charge,
     record_event,
     set_accountant,
     spent_total,
@@ -140,6 +146,7 @@ from deniable.ledger.chain import (
     make_checkpoint,
     vouched,
 )
+from deniable.ledger.group import GroupCommit, Request
 from deniable.ledger.integrity import (
     GENESIS,
     Anchor,
@@ -255,6 +262,7 @@ class Ledger:
         self._seen: tuple[int, str | None] | None = None
         self._store: Store | None = None
         self._counted: tuple[str, Counted] | None = None  # the vouched checkpoint's totals
+        self._group = GroupCommit(self._charge_batch)  # concurrent charges (PostgreSQL)
         self._path = location
         self._anchor_path = location + ".anchor" if anchor is None else os.fspath(anchor)
         try:
@@ -617,6 +625,16 @@ class Ledger:
                 if not apart:
                     self._flock.release()
 
+    def _recomputes(self, w: Write) -> bool:
+        """Whether the anchor written for ``w`` recomputes every total (:meth:`_anchor_spent`)."""
+        prev = w.previous
+        return (
+            w.recompute_all
+            or prev is None
+            or prev.ledger_id != self._ledger_id
+            or prev.seq != w.start
+        )
+
     def _anchor_spent(self, w: Write) -> dict[str, dict[str, str]]:
         """Spent totals for the anchor: the previous anchor's, updated by this transaction.
 
@@ -625,12 +643,7 @@ class Ledger:
         or after an acknowledgement) every dataset's total is recomputed from the rows.
         """
         prev = w.previous
-        if (
-            w.recompute_all
-            or prev is None
-            or prev.ledger_id != self._ledger_id
-            or prev.seq != w.start
-        ):
+        if prev is None or self._recomputes(w):
             return all_spent(w.conn, also=() if prev is None else prev.spent)
         spent = dict(prev.spent)
         spent.update(w.spent)
@@ -650,7 +663,7 @@ class Ledger:
         conn = w.conn
         return {
             str(r[0]): [*r[1:5], accountant_spec(accountant_of(conn, str(r[0])))]
-            for r in conn.execute("SELECT name, loss_type, epsilon, delta, rho FROM datasets")
+            for r in conn.execute(ALL_CAPS)
         }
 
     def _write_anchor(
@@ -1245,11 +1258,15 @@ class Ledger:
     ) -> Charge:
         """Admit and durably record a release of privacy loss ``loss`` on ``dataset``.
 
-        In one ``BEGIN IMMEDIATE`` transaction: read the cap and the exact spent total (and the
-        analyst's slice, if any), ask :class:`~deniable.accounting.filter.BudgetFilter` to
-        admit ``loss``, insert the charge and its chain entry, commit; then re-anchor. Returns
-        only after both, so the caller may compute and release the answer once this returns —
-        never before. ``details`` and ``query_text`` are stored as given: put public metadata
+        In one write transaction (SQLite's ``BEGIN IMMEDIATE``; PostgreSQL's advisory lock):
+        read the cap and the exact spent total (and the analyst's slice, if any), ask
+        :class:`~deniable.accounting.filter.BudgetFilter` to admit ``loss``, insert the charge
+        and its chain entry, commit durably; then re-anchor. Returns only after both, so the
+        caller may compute and release the answer once this returns — never before. On
+        PostgreSQL, charges made concurrently by threads of this process share the
+        transaction (group commit, :mod:`deniable.ledger.group`): each is admitted in turn
+        against everything before it, the earlier members included, and raises only its own
+        refusal. ``details`` and ``query_text`` are stored as given: put public metadata
         there, never data values.
 
         The row keeps ``loss`` as given (the fact); totals count it as the dataset's
@@ -1287,33 +1304,88 @@ class Ledger:
         ):
             raise InvalidParameter("idempotency_key must be a non-empty string or None")
         details_json = encode_details(details)
+        request = Request(
+            dataset=dataset,
+            loss=loss,
+            analyst=analyst,
+            query_key=query_key,
+            query_text=query_text,
+            details_json=details_json,
+            sampled=details is not None and "sampling" in details,
+            idempotency_key=idempotency_key,
+        )
+        store = self._store
+        if store is not None and store.serialises_writers:
+            # Concurrent charges of this process share one transaction (group.py); they
+            # queue there, not on self._lock, which the running batch holds.
+            return self._group.submit(request)
         with self._write("trusted") as w:
-            conn = w.conn
-            if idempotency_key is not None:
-                row = conn.execute(
-                    "SELECT id FROM charges WHERE dataset = ? AND analyst = ? "
-                    "AND idempotency_key = ?",
-                    (dataset, analyst, idempotency_key),
-                ).fetchone()
-                if row is not None:
-                    raise DuplicateRequest(int(row[0]))
-            if (
-                details is not None
-                and "sampling" in details
-                and accountant_of(conn, dataset) != "basic"
-            ):
-                raise UnsafeQuery(SAMPLED_UNDER_ZCDP)
-            charge = admit_and_insert(
-                w,
-                dataset=dataset,
-                analyst=analyst,
-                query_key=query_key,
-                query_text=query_text,
-                loss=loss,
-                details_json=details_json,
-                idempotency_key=idempotency_key,
-            )
+            budget_ = self._admit(w, request)
+            charge = self._record(w, request, budget_)
         return charge  # after the commit and the re-anchoring
+
+    @staticmethod
+    def _admit(w: Write, r: Request) -> BudgetFilter | ZCDPFilter:
+        """Check and admit one charge inside ``w``; nothing is written (or it raises)."""
+        conn = w.conn
+        if r.idempotency_key is not None:
+            if conn.batch is not None:
+                found = conn.batch.duplicate(r.dataset, r.analyst, r.idempotency_key)
+            else:
+                row = conn.execute(IDEMPOTENT, (r.dataset, r.analyst, r.idempotency_key)).fetchone()
+                found = None if row is None else int(row[0])
+            if found is not None:
+                raise DuplicateRequest(found)
+        if r.sampled and accountant_of(conn, r.dataset) != "basic":
+            raise UnsafeQuery(SAMPLED_UNDER_ZCDP)
+        return admit_charge(w, dataset=r.dataset, analyst=r.analyst, loss=r.loss)
+
+    @staticmethod
+    def _record(w: Write, r: Request, admitted: BudgetFilter | ZCDPFilter) -> Charge:
+        """Insert the charge :meth:`_admit` admitted, and its chain entry, inside ``w``."""
+        return record_charge(
+            w,
+            admitted,
+            dataset=r.dataset,
+            analyst=r.analyst,
+            query_key=r.query_key,
+            query_text=r.query_text,
+            loss=r.loss,
+            details_json=r.details_json,
+            idempotency_key=r.idempotency_key,
+        )
+
+    def _charge_batch(self, batch: list[Request]) -> None:
+        """Admit and record ``batch`` in order, in one write transaction (group commit).
+
+        Each member is checked and admitted against everything before it, the earlier
+        members included; a refused member gets its error and nothing of it is written (the
+        checks come before its first write). Returns after the durable commit and the
+        anchor, like :meth:`charge`; raises (for every member) when the transaction failed.
+        """
+        tx: Tx | None = None
+        try:
+            with self._write("trusted") as w:
+                tx = w.conn
+                # Everything admission reads, in one round trip before the first insert;
+                # then the batch's own charges are counted as they are inserted. The
+                # overlay stays until the transaction ends, so the anchor's totals (when
+                # they are recomputed: another host wrote since this host's last write)
+                # count the batch's datasets without reading them again.
+                overlay = ChargeBatch(tx.counted[0] if tx.counted is not None else 0)
+                members = [(r.dataset, r.analyst, r.idempotency_key) for r in batch]
+                overlay.prefetch(tx, members, every_cap=self._recomputes(w))
+                tx.batch = overlay
+                for r in batch:
+                    try:
+                        admitted = self._admit(w, r)
+                    except DeniableError as e:  # a refusal: nothing of it was written
+                        r.error = e
+                        continue
+                    r.result = self._record(w, r, admitted)
+        finally:
+            if tx is not None:
+                tx.batch = None
 
     # -- answer cache ---------------------------------------------------------------------
 

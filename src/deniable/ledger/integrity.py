@@ -9,12 +9,17 @@
 * **Anchor.** A small JSON file outside the database, ``{ledger_id, seq, head, spent,
   caps}`` and the checkpoint it vouches for (``{seq, hash}``, :mod:`deniable.ledger.chain`),
   replaced atomically (write a temporary file, fsync, rename over; the directory is fsynced
-  when the anchor is first created) after each commit. Writers hold an exclusive ``flock``
-  on ``<anchor>.lock`` from before their transaction until the anchor is written, so
-  anchors are written in commit order and never move backwards, even with many processes.
-  The anchor is written *after* the commit: a crash in between leaves it one entry behind
-  the database, which is allowed (a database ahead of its anchor is normal; one behind it
-  is an older copy).
+  when the anchor is first created) after each commit, under an exclusive ``flock`` on
+  ``<anchor>.lock`` (:class:`FileLock`), so anchors never move backwards, even with many
+  processes. How long the lock is held depends on the backend. SQLite: writers hold it
+  from before their transaction until their anchor is written, so anchors are written in
+  commit order. PostgreSQL (its advisory lock serialises the writers of every host): the
+  lock is taken only to write the anchor, after the commit is durable, and one write
+  covers every write of the host durable by then (:func:`deniable.ledger.chain.settle`);
+  an anchor never names an entry that is not durable, and no write returns before an
+  anchor covers it. The anchor is written *after* the commit: a crash in between leaves it
+  behind the database, which is allowed (a database ahead of its anchor is normal; one
+  behind it is an older copy).
 
 Someone who can write both the database and the anchor file can forge anything, and a
 restore or copy of both together (a VM snapshot of one directory) looks like a ledger that

@@ -44,6 +44,30 @@ Counted = tuple[int, Mapping[str, list[tuple[str, str, str | None, str | None, s
 ``(analyst, loss_type, ε, δ, ρ, count)``."""
 
 
+class Overlay(Protocol):
+    """A batch of charges admitted in one transaction (:class:`deniable.ledger.budget.ChargeBatch`).
+
+    While it is set on a transaction (:attr:`Tx.batch`), admission counts the charges from
+    one read per dataset made before the batch's first insert plus the batch's own inserts,
+    which register here; charge ids may come from a block reserved for the batch.
+    """
+
+    def loss_groups(self, tx: Tx, dataset: str, analyst: str | None, mark: int) -> list[Any]:
+        """Rows ``(loss_type, ε, δ, ρ, count)`` of the charges after id ``mark``."""
+
+    def duplicate(self, dataset: str, analyst: str, key: str) -> int | None:
+        """The id of the charge with this idempotency key, or None."""
+
+    def next_id(self) -> int | None:
+        """A reserved charge id, or None (the charge is then inserted with ``RETURNING``)."""
+
+    def record(
+        self, dataset: str, analyst: str, loss: tuple[str, str | None, str | None, str | None],
+        key: str | None, charge_id: int,
+    ) -> None:  # fmt: skip
+        """Register a charge this transaction inserted."""
+
+
 class Tx(ABC):
     """One open transaction on a ledger's database: the only way ledger logic touches storage.
 
@@ -57,6 +81,9 @@ class Tx(ABC):
     """
 
     counted: Counted | None = None
+    batch: Overlay | None = None
+    """Set while a batch of charges is admitted (:class:`deniable.ledger.budget.ChargeBatch`):
+    admission then counts the charges from one read per dataset plus the batch's own."""
 
     @abstractmethod
     def execute(self, sql: str, params: Sequence[object] = ()) -> Cursor:
@@ -75,6 +102,23 @@ class Tx(ABC):
         A backend whose round trips are costly (PostgreSQL) answers the statement from
         ``rows`` if the transaction has not written to a table it names since; the default
         ignores it (the statement then runs).
+        """
+        return None
+
+    def prefetch(self, statements: Sequence[tuple[str, Sequence[object]]]) -> list[list[Any]]:
+        """Run several ``SELECT`` s and return each one's rows, in order.
+
+        A backend whose round trips are costly (PostgreSQL) sends them together and keeps
+        their rows as :meth:`remember` does. Default: one after another.
+        """
+        return [self.execute(sql, params).fetchall() for sql, params in statements]
+
+    def charge_ids_query(self, count: int) -> tuple[str, tuple[object, ...]] | None:
+        """A ``SELECT`` of ``count`` new charge ids (one per row), or None when unsupported.
+
+        A backend that can (PostgreSQL: the charges' identity sequence, read under the
+        writers' lock, so the ids grow in commit order) lets a batch insert its charges
+        without reading each id back; None: charges are inserted with :meth:`insert`.
         """
         return None
 
