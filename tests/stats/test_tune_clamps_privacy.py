@@ -7,7 +7,9 @@ the statistic ``s`` = the sum of the released bins the person changes is a post-
 it, so ``s`` is ``ε``-DP too, and :func:`deniable.audit.estimate_epsilon` (alpha = 1e-7: a
 correct release is refuted with probability below 1e-7 < 1e-6) must not find more. The
 control releases at sensitivity 1 instead of ``k`` (three times too little noise) and must
-be refuted. Samples come from :func:`release_value_counts`, the release path itself.
+be refuted. Samples come from :func:`release_value_counts`, the release path itself. The
+choice (:func:`choose_clamps`, its tails modelled by :meth:`ValueHistogram.modelled`) reads only
+this release and public parameters: post-processing, so the same bound covers it.
 Measured while writing it: lower bound 0.96 against the claimed 1 (honest), 2.92 (control).
 """
 

@@ -20,6 +20,11 @@ Laplace (geometric) mechanism at sensitivity ``k`` and its share of ``ε``, and 
 compose to ``ε`` (one charge). The statements compute the counts in the engine and return
 one row a bin at most (a public size); rows never leave the engine. The choice
 (:func:`choose_clamps`) is post-processing: free.
+
+A heavy tail's last rows are too few a bin to show above the noise, yet they are what a tight
+clamp costs: the choice therefore reads the histogram through :meth:`ValueHistogram.modelled`,
+which continues each tail past the bins that stand out with a log-quadratic curve fitted to the
+noisy counts from the tail's shoulder to the grid's end (:func:`fit_tail`; post-processing).
 """
 
 from __future__ import annotations
@@ -70,6 +75,23 @@ TAIL_Z = 4.0
 deviations of ``w`` bins' noise (a noise-only window does so with probability about 3·10⁻⁵
 for wide windows, where the sum is nearly normal; a single bin's discrete Laplace at 4
 standard deviations: e^(−4√2) ≈ 0.35%, so the width-1 window must also be part of a run)."""
+
+TAIL_SHOULDER = 4.0
+"""A tail is modelled from its *shoulder*: the outermost bin whose noisy count is above this
+many times the noise's half-width at :data:`NOISE_FLOOR` (well measured: a few per cent
+relative noise at most). A histogram without such a bin gets no modelled tail."""
+
+TAIL_MIN_ROWS = 0.5
+"""A modelled tail ends where fewer than this many rows are expected from there outward (the
+data's largest value lies about where one row is expected beyond)."""
+
+TAIL_RATIOS: npt.NDArray[np.float64] = np.linspace(0.0, 0.995, 100)
+"""The candidate decay ``r`` a bin of a modelled tail (a Pareto tail of index ``α`` has
+``r = 2^(−α/4)`` on the grid; r = 0: no tail)."""
+
+TAIL_CURVES: npt.NDArray[np.float64] = np.concatenate([[1.0], 1 - np.geomspace(1e-3, 0.5, 24)])
+"""The candidate curvature ``q`` of a modelled tail's logarithm (1: a power law; a lognormal's
+counts on the grid are log-quadratic, ``q < 1``; lighter tails fall faster still)."""
 
 Workload = Literal["sum", "avg"]
 """The aggregate a clamping range is chosen for: ``SUM(v)`` or ``AVG(v)`` per group."""
@@ -316,6 +338,70 @@ class ValueHistogram:
         out[first : last + 1] = np.maximum(c[first : last + 1], 0.0)
         return out
 
+    def modelled(self) -> F64:
+        """:meth:`denoised` counts with each tail continued past the support (post-processing).
+
+        Each side's *shoulder* is its outermost bin above :data:`TAIL_SHOULDER` times the
+        noise's half-width; :func:`fit_tail` fits a decaying curve to the noisy counts from
+        the shoulder to the grid's end (the bins past the support included: their counts,
+        noise around the truth, pull the curve down as much as up), and the curve's expected
+        counts fill the bins past the support, up to where fewer than :data:`TAIL_MIN_ROWS`
+        rows remain beyond. Rows that are too few a bin to stand out of the noise but many
+        together (a heavy tail) are so counted; a tail that ends (bounded values) fits a curve
+        that falls to nothing at once. Without a shoulder (too few rows for the noise) the
+        counts are :meth:`denoised`'s.
+        """
+        n = self.denoised()
+        held = np.flatnonzero(n > 0)
+        solid = np.flatnonzero(n > TAIL_SHOULDER * self.release.half_width(NOISE_FLOOR))
+        if solid.size == 0:
+            return n
+        c = self.counts.astype(np.float64)
+        first, last = int(held.min()), int(held.max())
+        out = n.copy()
+        up = np.arange(int(solid.max()), c.size)  # from the upper shoulder upwards
+        down = np.arange(int(solid.min()), -1, -1)  # from the lower shoulder downwards
+        for idx, past_support in ((up, up > last), (down, down < first)):
+            past = int(np.count_nonzero(~past_support))  # the first bin past the support
+            if past >= idx.size:
+                continue
+            model = fit_tail(c[idx])[past:]
+            remaining = np.cumsum(model[::-1])[::-1]  # rows expected from each bin outward
+            out[idx[past:]] += np.where(remaining >= TAIL_MIN_ROWS, model, 0.0)
+        return out
+
+
+def _weighted_medians(values: F64, weights: F64) -> F64:
+    """Each row's weighted median (the least-absolute-deviation multiplier)."""
+    order = np.argsort(values, axis=1)
+    v = np.take_along_axis(values, order, 1)
+    cw = np.cumsum(np.take_along_axis(weights, order, 1), axis=1)
+    at = np.minimum((cw < cw[:, -1:] / 2).sum(axis=1), v.shape[1] - 1)
+    return np.asarray(v[np.arange(v.shape[0]), at], dtype=np.float64)
+
+
+def fit_tail(counts: npt.ArrayLike) -> F64:
+    """The decaying curve closest to ``counts`` in absolute deviation (post-processing).
+
+    ``counts[j]`` is the noisy count ``j`` bins outward from a tail's shoulder. The curve is
+    ``m_j = A·r^j·q^(j(j−1)/2)``: ``r`` from :data:`TAIL_RATIOS`, ``q`` from
+    :data:`TAIL_CURVES` (a grid search) and ``A ≥ 0`` exact for each (a weighted median);
+    least absolute deviations is the likelihood's maximum under the discrete Laplace noise
+    (ties go to the smaller ``r``). Returns ``m`` (expected counts, as floats).
+    """
+    y = np.asarray(counts, dtype=np.float64)
+    j = np.arange(y.size, dtype=np.float64)
+    r, q = np.meshgrid(TAIL_RATIOS, TAIL_CURVES, indexing="ij")
+    log_r = np.log(np.maximum(r.ravel(), 1e-300))  # r = 0: e^-690 a bin, nothing past j = 0
+    log_w = j[None, :] * log_r[:, None] + (j * (j - 1) / 2)[None, :] * np.log(q.ravel())[:, None]
+    w = np.exp(log_w)
+    used = w > 1e-12
+    ratio = np.where(used, y[None, :] / np.where(used, w, 1.0), 0.0)
+    a = np.maximum(_weighted_medians(ratio, np.where(used, w, 0.0)), 0.0)
+    loss = np.abs(y[None, :] - a[:, None] * w).sum(axis=1)
+    best = int(np.argmin(loss))
+    return np.asarray(a[best] * w[best], dtype=np.float64)
+
 
 def release_value_counts(
     counts: I64, rows_per_person: int, epsilon: Fraction, source: RandomSource | None = None
@@ -435,8 +521,9 @@ def choose_clamps(
 
     The workload is one ``SUM(v)`` (or ``AVG(v)``) per group over ``groups`` groups,
     answered at ``epsilon`` under the bounds ``max_groups``, ``max_rows``. The model
-    (stated, an estimate from the released histogram, bins at their middles, noise-only
-    bins empty):
+    (stated, an estimate from the released histogram: :meth:`ValueHistogram.modelled`,
+    bins at their middles, noise-only bins empty, tails past them continued by a fitted
+    curve):
 
     * bias of the total: ``Σ n_b·|clamp(x_b, a, b) − x_b|``, spread evenly over the groups
       (each end's shift in full: the ends cancel in a group's total only when every group
@@ -464,7 +551,7 @@ def choose_clamps(
             raise InvalidParameter(f"{name} must be a positive integer")
     edges = np.asarray(histogram.edges, dtype=np.float64)
     reps = representatives(histogram.edges)
-    n = histogram.denoised()
+    n = histogram.modelled()
     # below[i]: rows (and their total) of the bins wholly below edge i; above[j]: from bin j up.
     below_n = np.concatenate([[0.0], np.cumsum(n)])
     below_s = np.concatenate([[0.0], np.cumsum(n * reps)])
