@@ -148,3 +148,7 @@ class InternalError(DeniableError):
 
 class PrivacyWarning(UserWarning):
     """Something is legal but weakens the guarantee the user probably expects."""
+
+
+class UtilityWarning(UserWarning):
+    """A release is sound but too noisy to tell what it was asked (raise ε or widen the data)."""

@@ -20,7 +20,7 @@ from deniable.cli.main import main as cli
 from deniable.curator import clamps as clamps_module
 from deniable.curator.clamps import choose_clamps, exact_value_counts, value_edges
 from deniable.curator.session import Session
-from deniable.errors import BudgetExceeded, InvalidParameter
+from deniable.errors import BudgetExceeded, InvalidParameter, UtilityWarning
 from deniable.noise.testing import SeededRandom
 
 F64 = npt.NDArray[np.float64]
@@ -203,6 +203,26 @@ def test_noise_alone_in_far_bins_does_not_widen_the_range() -> None:
         )
         best = choose_clamps(h, workload="avg", epsilon=1, max_groups=1, max_rows=1)[0]
         assert best.high < 40, (seed, best)
+
+
+def test_a_histogram_that_shows_nothing_proposes_the_search_range_and_warns() -> None:
+    """30 values at ε = 0.05: no bin stands out of the noise (in all 20 releases). Without
+    the rule the narrowest range looked free of bias and won (the control: it is not the
+    search range)."""
+    values = np.random.default_rng(8).lognormal(5, 1.0, 30)
+    edges = value_edges(0.0, 1e6)
+    exact = _bins(values, edges)
+    for seed in range(20):
+        release = clamps_module.release_value_counts(exact, 1, Fraction(1, 20), SeededRandom(seed))
+        h = clamps_module.ValueHistogram(
+            "v", (0.0, 1e6), edges, np.asarray(release.value, dtype=np.int64), release, 1
+        )
+        assert not np.any(h.modelled() > 0), seed  # nothing detected: the case under test
+        with pytest.warns(UtilityWarning, match="no bin above its noise"):
+            ranked = choose_clamps(h, workload="sum", epsilon=1, max_groups=1, max_rows=1)
+        assert (ranked[0].low, ranked[0].high) == (0.0, 1e6)
+        by_error = min(ranked, key=lambda c: (c.error, c.high - c.low))
+        assert by_error.high - by_error.low < 1e6  # the control: the model alone picks a sliver
 
 
 def test_choose_clamps_refuses_bad_parameters() -> None:

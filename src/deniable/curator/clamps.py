@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import math
 import secrets
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -43,7 +44,7 @@ from sqlglot import exp
 
 from deniable.accounting.loss import Epsilon, Number, exact
 from deniable.engines.base import Capabilities, Engine, TableBinding
-from deniable.errors import InvalidParameter
+from deniable.errors import InvalidParameter, UtilityWarning
 from deniable.ledger import Ledger
 from deniable.mechanisms import Release, geometric
 from deniable.noise.source import RandomSource
@@ -537,6 +538,11 @@ def choose_clamps(
 
     Ties go to the narrower range. Post-processing: free.
 
+    A histogram with no bin above its noise (too few people for the ε it was released at)
+    says nothing about where the values lie: every range would look free of bias and the
+    narrowest would win. Then the whole search range comes first (no clamping beyond what
+    was declared) and a :class:`~deniable.errors.UtilityWarning` says why.
+
     Raises:
         InvalidParameter: a workload other than "sum"/"avg", ε not positive, bounds or
             ``groups`` not positive integers.
@@ -585,6 +591,16 @@ def choose_clamps(
     width = edges[jj] - edges[ii]
     errs = error[ii, jj]
     order = np.lexsort((width, errs))
+    if not np.any(n > 0):
+        warnings.warn(
+            f"the value histogram of {histogram.column!r} shows no bin above its noise: it "
+            "cannot tell where the values lie, so the whole search range is proposed; tune "
+            "with a larger epsilon (or on more people) to choose a narrower one",
+            UtilityWarning,
+            stacklevel=2,
+        )
+        whole = int(np.flatnonzero((ii == 0) & (jj == edges.size - 1))[0])
+        order = np.concatenate([[whole], order[order != whole]])
     return [
         ClampChoice(
             float(edges[ii[t]]),
