@@ -73,7 +73,13 @@ def local_spark() -> SparkSession:
         .config("spark.local.dir", str(scratch / "local"))
         .config("spark.driver.memory", "2g")
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={scratch / 'derby'}")
+        # The suite's queries are small and many: the JVM's optimising JIT (C2) and its
+        # parallel GC threads cost more CPU than they save. C1 only and the serial GC halved
+        # the JVM's CPU on two Spark modules (65 s -> 31 s; their wall time 83 s -> 48 s).
+        .config(
+            "spark.driver.extraJavaOptions",
+            f"-Dderby.system.home={scratch / 'derby'} -XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+        )
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("OFF")

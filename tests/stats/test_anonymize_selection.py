@@ -50,8 +50,12 @@ def _cp_high(x: int, n: int) -> float:
     return 1.0 if x == n else float(stats.beta.ppf(1 - LEVEL, x + 1, n - x))
 
 
+@functools.cache
 def _scores_by_count() -> dict[int, tuple[list[Fraction], Fraction]]:
-    """Candidate scores for a sample holding c copies of ``a`` (the real DuckDB scorer)."""
+    """Candidate scores for a sample holding c copies of ``a`` (the real DuckDB scorer).
+
+    Computed on first use, not at import: every xdist worker collects this module.
+    """
     spec = recoding_from_dict({"columns": {"x": {"type": "identity"}}})
     cands = spec.candidates()
     assert [c.levels()["x"] for c in cands] == ["raw", "*"]
@@ -63,16 +67,13 @@ def _scores_by_count() -> dict[int, tuple[list[Fraction], Fraction]]:
     return out
 
 
-SCORES = _scores_by_count()
-
-
 @functools.cache
 def _frequencies(rows: int, *, sensitivity: Fraction | None = None) -> np.ndarray:
     """How often each candidate is chosen over RUNS selections on a table of ``rows`` a's."""
     keep = bernoulli(BETA, RUNS * rows).reshape(RUNS, rows)  # the pipeline's sampler, CSPRNG
     counts = np.zeros(2, dtype=np.int64)
     for c in keep.sum(axis=1).tolist():
-        scores, delta = SCORES[int(c)]
+        scores, delta = _scores_by_count()[int(c)]
         chosen = exponential(
             np.array(scores, dtype=object), sensitivity=sensitivity or delta, epsilon=EPS1
         )
@@ -92,7 +93,7 @@ def _violations(a: np.ndarray, b: np.ndarray) -> list[str]:
 def _exact_law(rows: int, sensitivity: Fraction | None) -> np.ndarray:
     law = np.zeros(2)
     for c in range(rows + 1):
-        scores, delta = SCORES[c]
+        scores, delta = _scores_by_count()[c]
         p = exponential_probabilities(
             [float(s) for s in scores], sensitivity=sensitivity or delta, epsilon=EPS1
         )

@@ -17,9 +17,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
+from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
 
 CHROMIUM = Path("/usr/bin/chromium")
+
+# An assertion waits for what the page must come to show (it passes as soon as it does);
+# the deadline only bounds a page that never does. Playwright's default, 5 s, was shorter
+# than a first triangle count under load (the worker imports SciPy then: 1-10 s at load 10).
+expect.set_options(timeout=60_000)
 
 CHROMIUM_ARGS = (
     "--headless",
@@ -89,7 +94,7 @@ def new_page(browser: Browser, problems: list[str]) -> Iterator[Page]:
     """
     context = browser.new_context(viewport={"width": 1280, "height": 900}, device_scale_factor=1)
     page = context.new_page()
-    page.set_default_timeout(10_000)
+    page.set_default_timeout(60_000)
 
     def on_console(message: ConsoleMessage) -> None:
         if message.type == "error" and "Failed to load resource" not in message.text:

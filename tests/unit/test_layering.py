@@ -8,6 +8,7 @@ inside functions — is checked against the layer map below.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,7 +63,13 @@ NO_DUCKDB = ("sampling", "anonymize", "local", "explain", "audit", "accounting",
 class Module:
     name: str  # dotted, e.g. deniable.sampling.bernoulli
     path: Path
-    tree: ast.Module
+    parsed: ast.Module | None = None  # a given tree (a test's fake module)
+
+    @property
+    def tree(self) -> ast.Module:
+        """The parsed source, parsed when a test first needs it (not at collection, which
+        every xdist worker repeats)."""
+        return self.parsed if self.parsed is not None else _parse(self.path)
 
     @property
     def top(self) -> str:
@@ -81,8 +88,13 @@ def _modules() -> list[Module]:
         parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts = parts[:-1]
-        out.append(Module(".".join(parts), path, ast.parse(path.read_text(), str(path))))
+        out.append(Module(".".join(parts), path))
     return out
+
+
+@functools.cache
+def _parse(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), str(path))
 
 
 MODULES = _modules()

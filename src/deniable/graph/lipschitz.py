@@ -69,14 +69,20 @@ import operator
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse as sp
-from scipy.optimize import linprog
-from scipy.sparse.csgraph import connected_components
 
 from deniable.graph.projection import dict_key
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+
+# SciPy (~0.4 s of CPU to import) is imported by :func:`statistic`, before it reads anything,
+# not at module import: every service worker and CLI process imports this module, few of them
+# count triangles. Importing it first thing in ``statistic`` keeps the import's time out of
+# anything the data decides.
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -192,6 +198,8 @@ def _certified_round(merged: dict[tuple[Hashable, ...], int], cap: int) -> int:
             cols.append(j)
     # no variable exceeds Δ (each of its heavy nodes allows Δ): the same program, and its
     # bounds fit int64 whenever Δ does
+    import scipy.sparse as sp
+
     listed = [min(count, cap) for count in merged.values()]
     bounds: Ints = np.asarray(listed, dtype=np.int64 if cap < 2**62 else object)
     floats = _floats(bounds)
@@ -227,6 +235,9 @@ def _blocks(a: sp.csc_matrix) -> list[tuple[I64, I64]]:
     into blocks of at least :data:`BLOCK_VARIABLES` variables: the simplex is superlinear in
     a program's size, and a call per tiny component would cost more than it saves.
     """
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import connected_components
+
     n_nodes, n_vars = a.shape
     bipartite = sp.bmat([[None, a], [a.T, None]], format="csr")
     _, label = connected_components(bipartite, directed=False)
@@ -286,6 +297,8 @@ def _solve(
     a: sp.csr_matrix, bounds: F64, cap: float, options: dict[str, object]
 ) -> tuple[F64, F64] | None:
     """The solver's primal point and dual multipliers (untrusted), or None if it fails."""
+    from scipy.optimize import linprog
+
     n_vars = bounds.size
     try:
         res = linprog(
