@@ -273,9 +273,16 @@ def test_curator_verbs_need_a_curators_token(
     assert {r.analyst for r in ledger} >= {"ann", "bob"}
     spent = sum((r.loss.epsilon for r in ledger), Fraction(0))  # type: ignore[union-attr]
     assert curator.budget("visits").spent == Epsilon(epsilon=spent)
-    curator.revoke_analyst("bob")
+    rotated = curator.rotate_analyst("bob")
     with pytest.raises(Unauthenticated):
         dc.connect(deployment.server.url, token)
+    with dc.connect(deployment.server.url, rotated) as bob:  # the same analyst, a new token
+        assert bob.budget("visits").remaining == Epsilon(epsilon=Fraction(0))
+    with pytest.raises(UnknownResource):
+        curator.rotate_analyst("nobody")
+    curator.revoke_analyst("bob")
+    with pytest.raises(Unauthenticated):
+        dc.connect(deployment.server.url, rotated)
     with pytest.raises(UnknownResource):
         curator.revoke_analyst("nobody")
     assert curator.curator.name == "cur"

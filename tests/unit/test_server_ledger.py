@@ -56,6 +56,17 @@ def test_tokens_from_the_ledger(client: TestClient, curator: str) -> None:
     listed = client.get("/v1/analysts", headers=h(curator)).json()
     assert {a["name"] for a in listed} == {"cur", "bob"}
     assert all("token" not in a and "digest" not in a for a in listed)
+    # A new token for the same person: the old one stops working, the name stays theirs.
+    r = client.post("/v1/analysts/bob/token", headers=h(curator))
+    assert r.status_code == 200, r.text
+    assert r.json()["name"] == "bob" and r.json()["role"] == "analyst"
+    old, bob = bob, r.json()["token"]
+    assert bob != old and bob.startswith("dnb_")
+    assert client.get("/v1/whoami", headers=h(old)).status_code == 401
+    assert client.get("/v1/whoami", headers=h(bob)).json() == {"name": "bob", "role": "analyst"}
+    assert client.post("/v1/analysts/bob/token", headers=h(bob)).status_code == 403
+    r = client.post("/v1/analysts/nobody/token", headers=h(curator))
+    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
     assert client.delete("/v1/analysts/bob", headers=h(curator)).status_code == 204
     assert client.get("/v1/whoami", headers=h(bob)).status_code == 401
     r = client.delete("/v1/analysts/nobody", headers=h(curator))

@@ -65,6 +65,23 @@ class Curator(Analyst):
         """
         self._http.request("DELETE", f"/v1/analysts/{quote(name, safe='')}", resend="unsent")
 
+    def rotate_analyst(self, name: str) -> str:
+        """Give an analyst a new token and return it (the old one stops working at once).
+
+        For the same person only (a lost or leaked token, a revoked analyst reinstated):
+        their history, allowances and stored answers stay theirs. Not resent after a network
+        failure once sent (a resent rotation would make the first new token useless); call
+        it again instead.
+
+        Raises:
+            UnknownResource: no analyst by that name.
+        """
+        body = self._http.request(
+            "POST", f"/v1/analysts/{quote(name, safe='')}/token", resend="unsent"
+        )
+        token: str = body["token"]
+        return token
+
     # -- budgets -------------------------------------------------------------------------
 
     def allowances(self, dataset: str) -> dict[str, Budget]:

@@ -829,6 +829,24 @@ def create_app(
         service().revoke_analyst(who, name)
         return Response(status_code=204)
 
+    @app.post(
+        "/v1/analysts/{name}/token",
+        tags=["curator"],
+        responses=_responses(403, 404),
+    )
+    def rotate_analyst(
+        name: Annotated[str, Path(min_length=1, max_length=200)], who: Who
+    ) -> NewAnalystOut:
+        """Give an analyst a new token, in this response only (the old one stops working).
+
+        For the same person (a lost or leaked token, a revoked analyst reinstated): the
+        history, allowances and stored answers stay theirs. A new person gets a new name.
+        """
+        s = service()
+        token = s.rotate_analyst(who, name)
+        role = next(a.role for a in s.analysts(who) if a.name == name)
+        return NewAnalystOut(name=name, role=role, token=token)
+
     mount_console(app)  # the web console at /console/ (static files; not in OpenAPI)
 
     if settings.cors_origins:

@@ -1395,6 +1395,22 @@ class Service:
             raise UnknownResource(f"no analyst named {name!r}")
         self._ledger.revoke_analyst(name)
 
+    def rotate_analyst(self, principal: Caller, name: str) -> str:
+        """Give ``name`` a new token and return it (shown once; stored hashed).
+
+        The previous token stops working at once; the analyst keeps its history, allowances
+        and stored answers (the same person: a lost or leaked token, or a revoked analyst
+        reinstated). No privacy loss.
+
+        Raises:
+            Forbidden: the principal is not a curator.
+            UnknownResource: no analyst by that name.
+        """
+        _require_curator(principal)
+        if not any(a.name == name for a in self._ledger.analysts()):
+            raise UnknownResource(f"no analyst named {name!r}")
+        return self._ledger.rotate_token(name)
+
     def analysts(self, principal: Caller) -> list[AnalystInfo]:
         """The registered analysts (never their token digests)."""
         _require_curator(principal)
