@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from fractions import Fraction
+from pathlib import Path
 
 import click
 import pytest
@@ -161,3 +162,15 @@ def test_keys_are_typed_by_their_values() -> None:
     }
     with pytest.raises(click.BadParameter):
         parse_keys(["r="])
+
+
+def test_a_ledger_option_keeps_a_postgresql_url_whole() -> None:
+    """``--ledger`` is a file or a URL: a Path would fold ``postgresql://`` into ``:/``
+    (and `deniable anonymize --ledger URL` once opened a file named ``postgresql:/…``)."""
+    from deniable.cli.common import LEDGER
+
+    url = "postgresql://svc@127.0.0.1:5432/ledger"
+    assert LEDGER.convert(url, None, None) == url
+    assert LEDGER.convert("ledger.db", None, None) == Path("ledger.db")
+    with pytest.raises(click.BadParameter):
+        LEDGER.convert("", None, None)

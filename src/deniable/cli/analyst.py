@@ -60,7 +60,7 @@ def command() -> None:
 @json_option
 @handles_errors
 def add(
-    name: str, role: str, config_path: Path | None, ledger_path: Path | None, as_json: bool
+    name: str, role: str, config_path: Path | None, ledger_path: Path | str | None, as_json: bool
 ) -> None:
     """Add analyst NAME and print their bearer token (shown only this once)."""
     path, anchor = ledger_location(config_path, ledger_path)
@@ -83,7 +83,7 @@ def add(
 @config_options
 @json_option
 @handles_errors
-def list_(config_path: Path | None, ledger_path: Path | None, as_json: bool) -> None:
+def list_(config_path: Path | None, ledger_path: Path | str | None, as_json: bool) -> None:
     """List analysts: name, role, when added and when revoked (never their tokens)."""
     path, anchor = ledger_location(config_path, ledger_path)
     with open_ledger(path, anchor=anchor, read_only=True) as ledger:
@@ -126,7 +126,9 @@ def _time(value: Any) -> str | None:
 @config_options
 @json_option
 @handles_errors
-def rotate(name: str, config_path: Path | None, ledger_path: Path | None, as_json: bool) -> None:
+def rotate(
+    name: str, config_path: Path | None, ledger_path: Path | str | None, as_json: bool
+) -> None:
     """Give analyst NAME a new token (the old one stops working); print it once.
 
     For the same person only (a lost or leaked token, or reinstating a revoked analyst): they
@@ -149,7 +151,9 @@ def rotate(name: str, config_path: Path | None, ledger_path: Path | None, as_jso
 @config_options
 @json_option
 @handles_errors
-def revoke(name: str, config_path: Path | None, ledger_path: Path | None, as_json: bool) -> None:
+def revoke(
+    name: str, config_path: Path | None, ledger_path: Path | str | None, as_json: bool
+) -> None:
     """Revoke analyst NAME: their token stops working at once (their history stays)."""
     path, anchor = ledger_location(config_path, ledger_path)
     with open_ledger(path, anchor=anchor) as ledger:
@@ -184,7 +188,7 @@ def allow(
     rho: Fraction | None,
     reserve: bool,
     config_path: Path | None,
-    ledger_path: Path | None,
+    ledger_path: Path | str | None,
     as_json: bool,
 ) -> None:
     """Give analyst NAME an allowance: a slice of DATASET's cap (never extra budget).

@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from deniable.cli.common import LEDGER
+
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
@@ -80,7 +82,7 @@ _LARGE_INPUT_BYTES = 20 * 1024 * 1024  # show a progress bar above this input si
 @click.option(
     "--ledger",
     "ledger_path",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=LEDGER,
     default=None,
     help="Charge the release to a dataset of this ledger before writing (needs --dataset).",
 )
@@ -97,7 +99,7 @@ def command(
     delta: float | None,
     select_epsilon: float | None,
     progress: bool | None,
-    ledger_path: Path | None,
+    ledger_path: Path | str | None,
     dataset: str | None,
     analyst: str,
 ) -> None:
@@ -117,6 +119,8 @@ def command(
         raise click.UsageError("give --epsilon or --delta, not both")
     if (ledger_path is None) != (dataset is None):
         raise click.UsageError("give --ledger and --dataset together")
+    if isinstance(ledger_path, Path) and not ledger_path.is_file():
+        raise click.BadParameter(f"no ledger file at {str(ledger_path)!r}", param_hint="--ledger")
     try:
         spec = load_recoding(recoding)
         floor = min_epsilon(beta)
@@ -196,7 +200,13 @@ def command(
 
 
 def _charge(
-    ledger_path: Path, dataset: str, analyst: str, result: Anonymization, *, k: int, beta: float
+    ledger_path: Path | str,
+    dataset: str,
+    analyst: str,
+    result: Anonymization,
+    *,
+    k: int,
+    beta: float,
 ) -> list[str]:
     """Charge the release's headline (ε, δ) to ``dataset`` and consume its sample.
 
@@ -214,7 +224,13 @@ def _charge(
 
 
 def _record(
-    ledger_path: Path, dataset: str, analyst: str, result: Anonymization, *, k: int, beta: float
+    ledger_path: Path | str,
+    dataset: str,
+    analyst: str,
+    result: Anonymization,
+    *,
+    k: int,
+    beta: float,
 ) -> list[str]:
     from deniable.ledger import Ledger
     from deniable.query.answer import show_loss

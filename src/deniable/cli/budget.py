@@ -32,7 +32,7 @@ from deniable.cli.datasets import dataset_names
 @json_option
 @handles_errors
 def command(
-    config_path: Path | None, ledger_path: Path | None, dataset: str | None, as_json: bool
+    config_path: Path | None, ledger_path: Path | str | None, dataset: str | None, as_json: bool
 ) -> None:
     """Cap, spent and remaining budget per dataset, and per analyst with an allowance.
 

@@ -390,14 +390,45 @@ def _typed_keys(raw: list[str]) -> list[object]:
 # -- ledgers and configuration ---------------------------------------------------------------
 
 
+if TYPE_CHECKING:  # click >= 8.2 makes ParamType generic; 8.1 (our floor) does not
+    _ParamType = click.ParamType[Path | str, object]
+else:
+    _ParamType = click.ParamType
+
+
+class LedgerLocation(_ParamType):
+    """A ledger on the command line: a file, or a PostgreSQL URL.
+
+    A file becomes a :class:`~pathlib.Path`; a ``postgresql://…`` URL stays a string (a Path
+    would fold its ``//``).
+    """
+
+    name = "PATH|URL"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> Path | str:
+        """The file's path, or the URL unchanged."""
+        if isinstance(value, Path):
+            return value
+        text = str(value)
+        if not text:
+            self.fail("name a ledger file or a postgresql:// URL", param, ctx)
+        return text if is_url(text) else Path(text)
+
+
+LEDGER = LedgerLocation()
+"""The type of every ``--ledger`` option."""
+
+
 def config_options(func: Callable[P, R]) -> Callable[P, R]:
-    """``--config FILE`` and ``--ledger PATH`` (one of them names the ledger)."""
+    """``--config FILE`` and ``--ledger PATH|URL`` (one of them names the ledger)."""
     func = click.option(
         "--ledger",
         "ledger_path",
-        type=click.Path(dir_okay=False, path_type=Path),
+        type=LEDGER,
         default=None,
-        help="The ledger file (instead of --config).",
+        help="The ledger: a file, or a postgresql:// URL (instead of --config).",
     )(func)
     return click.option(
         "--config",
@@ -415,7 +446,7 @@ def is_url(location: Path | str) -> bool:
 
 
 def ledger_location(
-    config_path: Path | None, ledger_path: Path | None
+    config_path: Path | None, ledger_path: Path | str | None
 ) -> tuple[Path | str, Path | None]:
     """The ledger (a file, or a ``postgresql://`` URL as a string) and its anchor file.
 
@@ -431,12 +462,7 @@ def ledger_location(
     if (config_path is None) == (ledger_path is None):
         raise click.UsageError("name the ledger with either --config FILE or --ledger PATH")
     if ledger_path is not None:
-        # --ledger is read as a Path, which folds a URL's "//" ("postgresql:/u@h/db").
-        text = str(ledger_path)
-        for scheme in ("postgresql:/", "postgres:/"):
-            if text.startswith(scheme) and not text.startswith(scheme + "/"):
-                return scheme + "/" + text[len(scheme) :], None
-        return ledger_path, None
+        return ledger_path, None  # a URL stays a string (LedgerLocation)
     assert config_path is not None
     config = load_config(config_path)
     location = config.ledger

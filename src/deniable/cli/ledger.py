@@ -54,7 +54,7 @@ def command() -> None:
 @handles_errors
 def history(
     config_path: Path | None,
-    ledger_path: Path | None,
+    ledger_path: Path | str | None,
     dataset: str | None,
     analyst: str | None,
     as_json: bool,
@@ -123,7 +123,7 @@ def history(
 @handles_errors
 def samples(
     config_path: Path | None,
-    ledger_path: Path | None,
+    ledger_path: Path | str | None,
     dataset: str | None,
     as_json: bool,
 ) -> None:
@@ -233,7 +233,9 @@ def _print_report(report: Any, shown: str, *, what: str) -> None:
 )
 @json_option
 @handles_errors
-def verify(config_path: Path | None, ledger_path: Path | None, full: bool, as_json: bool) -> None:
+def verify(
+    config_path: Path | None, ledger_path: Path | str | None, full: bool, as_json: bool
+) -> None:
     """Check the ledger's hash chain and its anchor; exit 4 when it was tampered with.
 
     Reads only: the ledger and its anchor are opened read-only and never changed.
@@ -266,7 +268,7 @@ def verify(config_path: Path | None, ledger_path: Path | None, full: bool, as_js
 def backup(
     dest: Path,
     config_path: Path | None,
-    ledger_path: Path | None,
+    ledger_path: Path | str | None,
     force: bool,
     as_json: bool,
 ) -> None:
@@ -312,7 +314,7 @@ def backup(
 @handles_errors
 def acknowledge(
     config_path: Path | None,
-    ledger_path: Path | None,
+    ledger_path: Path | str | None,
     curator: str,
     reason: str,
     as_json: bool,
@@ -346,7 +348,9 @@ def acknowledge(
 @config_options
 @json_option
 @handles_errors
-def grant(config_path: Path | None, ledger_path: Path | None, role: str, as_json: bool) -> None:
+def grant(
+    config_path: Path | None, ledger_path: Path | str | None, role: str, as_json: bool
+) -> None:
     """Give the PostgreSQL role ROLE exactly what a service host needs on the ledger.
 
     Run it once, as the owner of the ledger's tables (an administrator's URL in --ledger or

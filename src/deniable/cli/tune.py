@@ -96,7 +96,7 @@ def command(
     groups: int,
     clamps: tuple[str, ...],
     clamp_workload: str,
-    ledger_path: Path | None,
+    ledger_path: Path | str | None,
     dataset: str | None,
     budget: Fraction | None,
     plot_path: Path | None,
