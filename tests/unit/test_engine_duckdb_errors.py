@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import duckdb
 import pandas as pd
 import pytest
 
@@ -193,3 +194,20 @@ def test_memory_limit_threads_and_spill_directory_are_applied(tmp_path: Path) ->
     engine.close()
     with pytest.raises(InvalidParameter):
         DuckDBEngine(threads=0)
+
+
+def test_a_csv_view_carries_the_sniffed_dialect_and_types(tmp_path: Path) -> None:
+    """A CSV is sniffed once, at bind time: the view spells out read_csv's options (else
+    DuckDB re-sniffs the file at every query: 35 ms of CPU a query on 1,000 rows), and
+    reads exactly what a plain read_csv reads (quoting, ';' delimiters, timestamps)."""
+    text = 'a;b;t\n1;"x; y";2020-01-01 10:00:00\n2;z;2021-02-03 04:05:06\n'
+    path = tmp_path / "data.csv"
+    path.write_text(text)
+    engine = DuckDBEngine()
+    binding = engine.bind("t", path)
+    reader = engine._csv_reader(path)
+    assert reader.startswith("read_csv(") and "auto_detect=false" in reader
+    plain = duckdb.sql(f"SELECT * FROM read_csv('{path}')").fetchall()
+    assert engine.run(binding, f"SELECT * FROM {binding.name}").to_pylist() == [
+        dict(zip(("a", "b", "t"), row, strict=True)) for row in plain
+    ]

@@ -243,7 +243,7 @@ class DuckDBEngine:
                 reader = f"read_parquet({quote_literal(str(path))})"
                 what = f"the Parquet file {str(path)!r}"
             elif lower.endswith(_CSV):
-                reader = f"read_csv({quote_literal(str(path))})"
+                reader = self._csv_reader(path)
                 what = f"the CSV file {str(path)!r}"
                 csv = path
             else:
@@ -310,6 +310,28 @@ class DuckDBEngine:
             raise InvalidParameter(f"{what} could not be read: {problem}")
         assert version is not None
         return TableBinding(name=internal, columns=columns, version=version)
+
+    def _csv_reader(self, path: Path) -> str:
+        """``read_csv`` of ``path`` with the dialect and column types sniffed once, now.
+
+        A view over plain ``read_csv(path)`` makes DuckDB sniff the file (dialect, header,
+        types) again at every query: 35 ms of CPU a query on a 1,000-row file, against
+        1.1 ms with the sniffer's result spelled out (DuckDB's own ``sniff_csv`` prompt: the
+        same sample, so the same dialect and types a plain ``read_csv`` finds, fixed at bind
+        time, when every row is read and checked). If the sniffer fails or says something
+        unexpected, the plain reader is used, and reports the problem as before.
+        """
+        plain = f"read_csv({quote_literal(str(path))})"
+        try:
+            rows = self._con.execute(
+                f"SELECT Prompt FROM sniff_csv({quote_literal(str(path))})"
+            ).fetchall()
+        except duckdb.Error:
+            return plain
+        prompt = str(rows[0][0]).strip().rstrip(";").rstrip() if rows else ""
+        if not (prompt.startswith("FROM read_csv(") and prompt.endswith(")")):
+            return plain
+        return prompt.removeprefix("FROM ")
 
     def _ragged(self, path: Path, columns: tuple[tuple[str, str], ...]) -> str | None:
         """Spot a CSV whose rows disagree within DuckDB's sniffing sample.
