@@ -15,7 +15,9 @@ import itertools
 import math
 import sys
 from collections.abc import Iterator
+from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -185,3 +187,58 @@ def test_the_statement_renders_for_spark() -> None:
         "spark",
     )
     assert "GROUPING SETS" in sql and "xxhash64" in sql and "ROW_NUMBER()" in sql.upper()
+
+
+def test_measured_domain_statistics_agree_with_pandas_on_both_engines(
+    server: PostgresServer, tmp_path: Path
+) -> None:
+    """The DP domain's inputs (:mod:`deniable.synth.learn`): the grid histogram of a
+    ``Quantiles`` column and the persons of each key of a ``SelectKeys`` column mean the same
+    on DuckDB and PostgreSQL as in pandas; a release measuring both runs on PostgreSQL."""
+    from deniable.synth import Quantiles, SelectKeys
+    from deniable.synth.learn import exact_domain
+
+    spec: Any = {"income": Quantiles(4, within=(0, 100), grid=64), "c": SelectKeys(3)}
+    duck, pg = _sessions(server, tmp_path, max_rows=10_000)
+    frame = _frame()
+    income = frame["income"].dropna().to_numpy()
+    with duck, pg:
+        for s in (duck, pg):
+            info = s.tables["t"]
+            disc = discretize(info, ["income", "c"], spec)
+            got = exact_domain(s._engines["t"], s._bindings["t"], disc,
+                               unit=info.column("pid"), max_rows=10_000, key=77)  # fmt: skip
+            ends = [float(e) for e in got.grids["income"].edges]
+            expected = np.bincount(np.searchsorted(ends, np.clip(income, 0, 100), side="right"),
+                                   minlength=64)  # fmt: skip
+            np.testing.assert_array_equal(got.histograms["income"], expected)
+            units = dict(zip(got.keys["c"].to_pylist(), got.units["c"].tolist(), strict=True))
+            assert units == frame.dropna(subset=["c"]).groupby("c")["pid"].nunique().to_dict()
+        syn = pg.synthesize("t", columns=["a", "c", "income"], epsilon=4, delta=1e-6,
+                            method="mst", bins=spec)  # fmt: skip
+        assert len(pg.budget.history) == 1 and [e.kind for e in syn.events][:2] == [
+            "keys",
+            "bins",
+        ]
+
+
+def test_the_measured_domain_statements_render_for_spark() -> None:
+    import sqlglot
+
+    from deniable.query.catalog import Column, ColumnKind
+    from deniable.synth.discretize import Binning, Discretization
+    from deniable.synth.learn import units_statement
+
+    unit = Column("pid", "BIGINT", ColumnKind.INTEGER)
+    text = Column("c", "STRING", ColumnKind.TEXT)
+    real = Column("income", "DOUBLE", ColumnKind.REAL)
+    sql = render(units_statement(SPARK_CAPABILITIES, "t", text, unit=unit, max_rows=2, key=7),
+                 "spark")  # fmt: skip
+    assert "xxhash64" in sql and "DISTINCT" in sql.upper()
+    edges = Binning(
+        real, 5, Fraction(0), Fraction(100), edges=(Fraction(1), Fraction(5), Fraction(9))
+    )
+    sql = render(marginal_statement(SPARK_CAPABILITIES, "t", Discretization((edges,)),
+                                    [("income",)], unit=unit, max_rows=2, key=7), "spark")  # fmt: skip
+    assert "ISNAN" in sql.upper()
+    sqlglot.parse_one(sql, read="spark")

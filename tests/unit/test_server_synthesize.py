@@ -86,3 +86,33 @@ def test_analysts_and_bad_requests_are_refused_before_anything_is_spent(
     r = client.post(f"{DS}/synthesize", json={**body, "delta": None}, headers=auth("cur"))
     assert r.status_code == 400 and "delta" in r.text
     assert service.ledger.history("students") == []
+
+
+def test_bins_at_dp_quantiles_and_keys_by_partition_selection_over_http(
+    client: TestClient, service: Service
+) -> None:
+    """The measured domains reach HTTP: grade's bins at DP quantiles, school's keys chosen
+    by partition selection, measured within the one charge and listed as measurements."""
+    body = {"table": "students", "rows": 200, "epsilon": 4, "delta": 1e-5, "method": "mst",
+            "columns": ["school", "grade", "age"], "bins": 8,
+            "quantiles": {"grade": {"n": 4, "within": [0, 100]}},
+            "select_keys": {"school": 10}}  # fmt: skip
+    r = client.post(f"{DS}/synthesize", json=body, headers=auth("cur"))
+    assert r.status_code == 200, r.text
+    out = r.json()
+    kinds = {m["kind"]: m for m in out["measurements"]}
+    assert kinds["bins"]["clique"] == ["grade"] and kinds["bins"]["sigma"] > 0
+    assert kinds["keys"]["clique"] == ["school"] and kinds["keys"]["delta"] is not None
+    (charge,) = service.ledger.history("students")  # one charge for all of it
+    assert charge.id == out["charge_id"]
+    assert set(out["data"]["school"]) <= {"north", "south", "east", None}
+    assert all(v is None or 0 <= v <= 100 for v in out["data"]["grade"])
+    # a column in both, and an unknown column: refused before anything is spent
+    both = {**body, "select_keys": {"grade": 5}}
+    r = client.post(f"{DS}/synthesize", json=both, headers=auth("cur"))
+    assert r.status_code == 400 and code(r) == "invalid_parameter"
+    r = client.post(
+        f"{DS}/synthesize", json={**body, "quantiles": {"nope": {"n": 4}}}, headers=auth("cur")
+    )
+    assert r.status_code == 400
+    assert len(service.ledger.history("students")) == 1

@@ -5,7 +5,9 @@ dataset's total budget ``--budget``/``--budget-delta`` when the ledger is new): 
 table's marginals in the engine, charged once (``--epsilon`` with ``--delta``, or ``--rho``),
 and writes the synthetic rows to ``--out`` (``.csv`` or ``.parquet``):
 :meth:`deniable.curator.session.Session.synthesize`. Numeric columns need ``--bounds``
-(``--bins`` equal-width bins over them), text columns ``--keys``.
+(``--bins`` equal-width bins over them) or ``--quantiles COL=N:LO:HI`` (DP quantile bins over
+a public search range, measured within the release), text columns ``--keys`` or
+``--select-keys COL`` (DP partition selection within the release; needs ``--delta``).
 
 ``--utility`` also prints the curator's NON-PRIVATE report (the total variation of every 1-,
 2- and 3-way marginal against the real table): exact, from the data, not charged; for the
@@ -22,6 +24,7 @@ from typing import Any
 import click
 
 from deniable.cli.common import (
+    LEDGER,
     CommandFailed,
     ExitCode,
     console,
@@ -83,6 +86,20 @@ from deniable.cli.query import LOCAL_ANALYST, ROW_UNIT, loss_parts, table_name_o
     help="Equal-width bins of each numeric column.",
 )
 @click.option(
+    "--quantiles",
+    multiple=True,
+    metavar="COL=N[:LO:HI][:log]",
+    help="DP quantile bins of a numeric column: at most N bins, over LO:HI (default: its "
+    "--bounds), on a log grid with ':log'. Measured within the release (ρ/10 of it).",
+)
+@click.option(
+    "--select-keys",
+    multiple=True,
+    metavar="COL[=MAX]",
+    help="Keys of a text or integer column by DP partition selection (at most MAX, default "
+    "100); needs --delta. Measured within the release.",
+)
+@click.option(
     "--method",
     type=click.Choice(["aim", "mst"]),
     default="aim",
@@ -98,7 +115,7 @@ from deniable.cli.query import LOCAL_ANALYST, ROW_UNIT, loss_parts, table_name_o
 @fraction_option("--epsilon", help="ε of the release (with --delta).")
 @fraction_option("--delta", help="δ of the release.")
 @fraction_option("--rho", help="ρ of the release (ρ budgets, zCDP accountant).")
-@click.option("--ledger", "ledger_path", type=click.Path(path_type=Path), required=True)
+@click.option("--ledger", "ledger_path", type=LEDGER, required=True)
 @click.option("--dataset", default=None, help="The ledger's name of the dataset (default: table).")
 @fraction_option("--budget", help="The dataset's total ε (or ρ), when the ledger is new.")
 @fraction_option("--budget-delta", help="The dataset's total δ, when the ledger is new.")
@@ -120,12 +137,14 @@ def command(
     bounds: tuple[str, ...],
     keys: tuple[str, ...],
     bins: int,
+    quantiles: tuple[str, ...],
+    select_keys: tuple[str, ...],
     method: str,
     rows: int | None,
     epsilon: Fraction | None,
     delta: Fraction | None,
     rho: Fraction | None,
-    ledger_path: Path,
+    ledger_path: Path | str,
     dataset: str | None,
     budget: Fraction | None,
     budget_delta: Fraction | None,
@@ -184,16 +203,23 @@ def command(
                 public_keys=parse_keys(keys) or None,
             )
         eps, dlt, r = loss_parts(loss)
+        chosen = None if columns is None else [c.strip() for c in columns.split(",")]
+        bin_spec: Any = bins
+        if quantiles or select_keys:
+            info = session.tables[name]
+            names = chosen or [c.name for c in info.columns if c.name != info.policy.privacy_unit]
+            bin_spec = dict.fromkeys(names, bins)
+            bin_spec.update(_parse_measured(quantiles, select_keys))
         with progress(f"measuring and synthesising ({method})"):
             synthetic = session.synthesize(
                 name,
-                columns=None if columns is None else [c.strip() for c in columns.split(",")],
+                columns=chosen,
                 epsilon=eps,
                 delta=dlt,
                 rho=r,
                 method=method,
                 rows=rows,
-                bins=bins,
+                bins=bin_spec,
             )
         report = utility_report(session, name, synthetic) if utility else None
         remaining = session.budget.remaining
@@ -232,6 +258,36 @@ def command(
             soft_wrap=True,
         )
         out.print(report.summary().to_string(index=False), soft_wrap=True)
+
+
+def _parse_measured(quantiles: tuple[str, ...], select_keys: tuple[str, ...]) -> dict[str, Any]:
+    """``--quantiles`` and ``--select-keys`` as ``Quantiles`` and ``SelectKeys`` per column."""
+    from deniable.synth import Quantiles, SelectKeys
+
+    out: dict[str, Any] = {}
+    for item in quantiles:
+        col, sep, rest = item.partition("=")
+        parts = rest.split(":")
+        scale = "linear"
+        if parts and parts[-1].strip().lower() in ("log", "linear"):
+            scale = parts.pop().strip().lower()
+        try:
+            if not sep or len(parts) not in (1, 3):
+                raise ValueError
+            n = int(parts[0])
+            within = (Fraction(parts[1]), Fraction(parts[2])) if len(parts) == 3 else None
+        except (ValueError, ZeroDivisionError):
+            raise click.UsageError(
+                f"--quantiles {item!r}: write COL=N, COL=N:LO:HI or COL=N:LO:HI:log"
+            ) from None
+        out[col.strip()] = Quantiles(n, within=within, scale=scale)
+    for item in select_keys:
+        col, sep, most = item.partition("=")
+        try:
+            out[col.strip()] = SelectKeys(int(most)) if sep else SelectKeys()
+        except ValueError:
+            raise click.UsageError(f"--select-keys {item!r}: write COL or COL=MAX") from None
+    return out
 
 
 def _cap(ledger: Any, dataset: str) -> Any:

@@ -84,6 +84,7 @@ from deniable.query.release import ExactAggregates
 from deniable.query.rewrite.compile import CompiledQuery, Secrets, unit_identity_sql
 from deniable.sampling.account import SampleAccount
 from deniable.sqlnames import identifier
+from deniable.synth.discretize import BinSpec
 from deniable.synth.release import Synthetic
 from deniable.synth.release import synthesize as synthesize_table
 
@@ -1065,7 +1066,7 @@ class Session:
         rho: float | Fraction | None = None,
         method: str = "aim",
         rows: int | None = None,
-        bins: int | Mapping[str, int] = 16,
+        bins: int | Mapping[str, BinSpec] = 16,
         analyst: str | None = None,
         source: RandomSource | None = None,
     ) -> Synthetic:
@@ -1075,7 +1076,10 @@ class Session:
         ``max_rows`` rows), noised with the discrete Gaussian and selected adaptively after
         one charge of ``(epsilon, delta)`` (basic accountant) or ``rho`` (ρ budgets, zCDP
         accountant): :mod:`deniable.synth.release`. Numeric columns need declared bounds
-        (``bins`` equal-width bins), other columns declared public keys.
+        (``bins`` equal-width bins) or ``Quantiles(n, within=(lo, hi))`` (bins at DP
+        quantiles); other columns declared public keys or ``SelectKeys()`` (keys by DP
+        partition selection, which needs ``delta``). Quantiles and keys are measured within
+        the same release and charge, with ``ρ/10`` of it (:mod:`deniable.synth.learn`).
 
         ``source`` overrides the session's randomness for this release (a seeded source is
         for tests only and triggers a PrivacyWarning).

@@ -765,6 +765,7 @@ def create_app(
                 rho=body.rho,
                 method=body.method,
                 bins=body.bins,
+                measured=body.bin_specs(),
             )
             response = SynthesizeResponse.of(dataset, result)
             return response.model_dump_json(exclude={"remaining"}).encode()

@@ -37,6 +37,7 @@ from deniable.server.service import (
     SynthResult,
     TuneResult,
 )
+from deniable.synth.discretize import MAX_BINS, MAX_KEYS, Quantiles, SelectKeys
 
 Scalar = int | float | str | bool | None
 Name = Annotated[str, Field(min_length=1, max_length=200)]
@@ -884,6 +885,28 @@ MAX_SYNTHETIC_ROWS_HTTP = 200_000
 """Most rows one synthetic table may have over HTTP (its size is the request's, public)."""
 
 
+class QuantileBinsIn(_Model):
+    """A numeric column's bins at DP quantiles, measured within the release (ρ/10 of it)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    n: Annotated[int, Field(ge=2, le=MAX_BINS), Integral] = Field(
+        16, description="most bins (edges at the noisy j/n quantiles)"
+    )
+    within: Annotated[list[Finite], Field(min_length=2, max_length=2)] | None = Field(
+        None,
+        description="the public search range [lo, hi] (default: the column's declared bounds)",
+    )
+    scale: Literal["linear", "log"] = Field(
+        "linear", description="grid cells equal (linear) or growing geometrically (log)"
+    )
+
+    def spec(self) -> Quantiles:
+        """The synthesizer's form of this request."""
+        within = None if self.within is None else (self.within[0], self.within[1])
+        return Quantiles(self.n, within=within, scale=self.scale)
+
+
 class SynthesizeRequest(_Request):
     """A DP synthetic table of a private table (curators; charged once)."""
 
@@ -913,16 +936,48 @@ class SynthesizeRequest(_Request):
     bins: Annotated[int, Field(ge=2, le=1024), Integral] = Field(
         16, description="equal-width bins of each numeric column over its declared bounds"
     )
+    quantiles: dict[Name, QuantileBinsIn] | None = Field(
+        None,
+        max_length=64,
+        description="columns binned at DP quantiles instead (measured within the release)",
+    )
+    select_keys: dict[Name, Annotated[int, Field(ge=1, le=MAX_KEYS), Integral]] | None = Field(
+        None,
+        max_length=64,
+        description=(
+            "columns whose keys DP partition selection chooses (within the release; needs "
+            "delta), each with the most keys kept"
+        ),
+    )
+
+    def bin_specs(self) -> dict[str, Quantiles | SelectKeys]:
+        """The measured columns' specifications (empty: every column's bins are public)."""
+        out: dict[str, Quantiles | SelectKeys] = {
+            c: q.spec() for c, q in (self.quantiles or {}).items()
+        }
+        for c, most in (self.select_keys or {}).items():
+            if c in out:
+                raise InvalidParameter(f"column {c!r} is in both quantiles and select_keys")
+            out[c] = SelectKeys(max_keys=most)
+        return out
 
 
 class SynthEventOut(_Model):
     """One noisy release inside a synthetic release (public: cliques and noise scales)."""
 
-    kind: Literal["marginal", "selection"]
+    kind: Literal["marginal", "selection", "bins", "keys"] = Field(
+        description=(
+            "a noisy marginal, a selected clique, a column's DP quantile histogram, or a "
+            "column's keys by partition selection"
+        )
+    )
     clique: list[str]
     rho: str = Field(description="its zCDP loss, exact")
-    sigma: float | None = Field(None, description="the Gaussian noise's σ in counts (marginals)")
-    epsilon: str | None = Field(None, description="its ε (selections)")
+    sigma: float | None = Field(
+        None, description="the Gaussian noise's σ in counts (marginals, bins)"
+    )
+    epsilon: str | None = Field(None, description="its ε (selections, keys)")
+    delta: str | None = Field(None, description="its δ (keys)")
 
 
 class SynthesizeResponse(_Model):
@@ -955,15 +1010,22 @@ class SynthesizeResponse(_Model):
             data=syn.table.to_pydict(),
             measurements=[
                 SynthEventOut(
-                    kind="selection" if e.kind == "selection" else "marginal",
+                    kind=_event_kind(e.kind),
                     clique=list(e.clique),
                     rho=str(e.rho),
                     sigma=e.sigma,
                     epsilon=None if e.epsilon is None else str(e.epsilon),
+                    delta=None if e.delta is None else str(e.delta),
                 )
                 for e in syn.events
             ],
         )
+
+
+def _event_kind(kind: str) -> Literal["marginal", "selection", "bins", "keys"]:
+    if kind in ("selection", "bins", "keys"):
+        return kind  # type: ignore[return-value]
+    return "marginal"
 
 
 class UtilityAnalysisRequest(_Request):

@@ -91,6 +91,7 @@ from deniable.server.errors import (
     RequestInProgress,
     UnknownResource,
 )
+from deniable.synth.discretize import BinSpec, Quantiles, SelectKeys
 from deniable.synth.release import Synthetic
 
 Role = Literal["curator", "analyst"]
@@ -1184,14 +1185,18 @@ class Service:
         rho: float | None = None,
         method: Literal["mst", "aim"] = "mst",
         bins: int = 16,
+        measured: Mapping[str, Quantiles | SelectKeys] | None = None,
     ) -> SynthResult:
         """Release a DP synthetic table of ``table`` (curators), charged once.
 
         Privacy loss: the release's ``(ε, δ)`` or ``ρ`` (:mod:`deniable.synth.release`:
         every marginal measured in the engine under the table's bounds, one charge for the
         whole release, committed before any noise is drawn), under the curator's name like
-        any release. Refusals (budget, missing bounds or keys, too many cells) come before
-        the engine runs. Runs under the dataset's lock. Curators only: the release's time
+        any release. ``measured`` names columns whose bins (``Quantiles``) or keys
+        (``SelectKeys``) are measured within the same release and charge
+        (:mod:`deniable.synth.learn`); the others get ``bins`` equal-width bins. Refusals
+        (budget, missing bounds or keys, too many cells) come before the engine runs. Runs
+        under the dataset's lock. Curators only: the release's time
         depends on the data (AIM's rounds), which tells a curator nothing they do not hold.
 
         Raises:
@@ -1203,6 +1208,16 @@ class Service:
         _require_curator(principal)
         session = self._session(dataset)
         info = _private_table(session, table)
+        spec: int | dict[str, BinSpec] = bins
+        if measured:
+            names = (
+                [c.name for c in info.columns if c.name != info.policy.privacy_unit]
+                if columns is None
+                else [info.column(c).name for c in columns]
+            )
+            spec = dict.fromkeys(names, bins)
+            for name, how in measured.items():
+                spec[info.column(name).name] = how
         with self._locks[dataset]:
             synthetic = session.synthesize(
                 info.name,
@@ -1212,7 +1227,7 @@ class Service:
                 rho=rho,
                 method=method,
                 rows=rows,
-                bins=bins,
+                bins=spec,
                 analyst=principal.name,
             )
         return SynthResult(

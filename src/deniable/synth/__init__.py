@@ -7,7 +7,7 @@ The measurements are ordinary DP releases; everything in :mod:`deniable.synth.mo
 
 # discretize and release (discretisation, marginals measured in the engine, MST and AIM,
 # the charged release) are synth-measure's; domain and model are synth-model's.
-from deniable.synth.discretize import Discretization, discretize
+from deniable.synth.discretize import Discretization, Quantiles, SelectKeys, discretize
 from deniable.synth.domain import Domain
 from deniable.synth.model import GraphicalModel, Measurement, clique_cells, estimate
 from deniable.synth.release import Synthetic, UtilityReport, synthesize, utility_report
@@ -17,6 +17,8 @@ __all__ = [
     "Domain",
     "GraphicalModel",
     "Measurement",
+    "Quantiles",
+    "SelectKeys",
     "Synthetic",
     "UtilityReport",
     "clique_cells",

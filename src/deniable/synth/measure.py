@@ -58,7 +58,13 @@ MAX_MARGINAL_CELLS = 2_000_000
 """Most cells one marginal may have."""
 
 MAX_TOTAL_CELLS = 20_000_000
-"""Most cells all the marginals measured in one statement may have together."""
+"""Most cells all the marginals measured in one release may have together."""
+
+MAX_SETS_PER_STATEMENT = 512
+"""Most marginals (grouping sets) counted by one statement: AIM on 40 columns has 10,700
+candidates, and DuckDB ran out of memory (16.9 GiB) counting them in one ``GROUPING SETS``;
+above this the marginals are counted in several statements, each bounding every person's
+rows under the same key (so the same rows are kept in all of them)."""
 
 
 def _ident(name: str) -> exp.Identifier:
@@ -171,7 +177,16 @@ def marginal_statement(
     position = {n: j for j, n in enumerate(names)}
     sets = [exp.Tuple(expressions=[_ref(cells[position[n]]) for n in clique]) for clique in cliques]
     total = exp.Cast(this=exp.Sum(this=_ref("__n")), to=exp.DataType.build("BIGINT"))
-    statement = exp.select(*(_ref(c) for c in cells), _alias(total, "__n")).from_("__cube")
+    # A column in none of this statement's sets is NULL in every row (engines refuse to
+    # select an ungrouped column).
+    grouped = {position[n] for clique in cliques for n in clique}
+    outputs = [
+        _ref(c)
+        if j in grouped
+        else _alias(exp.Cast(this=exp.Null(), to=exp.DataType.build("BIGINT")), c)
+        for j, c in enumerate(cells)
+    ]
+    statement = exp.select(*outputs, _alias(total, "__n")).from_("__cube")
     statement.set("group", exp.Group(grouping_sets=[exp.GroupingSets(expressions=sets)]))
     statement.set("with_", exp.With(expressions=ctes))
     return statement
@@ -191,7 +206,8 @@ def exact_marginals(
 
     Each marginal is a flat int64 array over the clique's cells in row-major order of the
     clique's attributes (domain order). Every allocation is sized by the public domain, and
-    nothing here can raise on the data's values.
+    nothing here can raise on the data's values. At most :data:`MAX_SETS_PER_STATEMENT`
+    marginals per statement (a public split by their number).
 
     Raises:
         SQLError: the engine refused the statement's types (before reading any row).
@@ -199,19 +215,31 @@ def exact_marginals(
     """
     domain = discretization.domain
     canonical = [domain.canonical(c) for c in cliques]
-    statement = marginal_statement(
-        engine.capabilities,
-        binding.name,
-        discretization,
-        canonical,
-        unit=unit,
-        max_rows=max_rows,
-        key=key,
-    )
-    sql = render(statement, engine.capabilities.dialect)
-    engine.check(binding, sql)
-    result = engine.run(binding, sql)
-    return read_marginals(result, domain, canonical)
+    chunks = [
+        canonical[i : i + MAX_SETS_PER_STATEMENT]
+        for i in range(0, len(canonical), MAX_SETS_PER_STATEMENT)
+    ]
+    statements = [
+        render(
+            marginal_statement(
+                engine.capabilities,
+                binding.name,
+                discretization,
+                chunk,
+                unit=unit,
+                max_rows=max_rows,
+                key=key,
+            ),
+            engine.capabilities.dialect,
+        )
+        for chunk in chunks
+    ]
+    for sql in statements:  # every type check before any row is read
+        engine.check(binding, sql)
+    out: dict[Clique, I64] = {}
+    for sql, chunk in zip(statements, chunks, strict=True):
+        out.update(read_marginals(engine.run(binding, sql), domain, chunk))
+    return out
 
 
 def read_marginals(
@@ -285,8 +313,13 @@ class Event:
         clique: the marginal's columns (a measured marginal) or the chosen clique.
         rho: its zCDP loss.
         sigma: the noise's standard deviation parameter σ in counts (marginals).
-        epsilon: its ε (selections; ρ = ε²/8).
+        epsilon: its ε (selections; ρ = ε²/8; key selections: ρ = ε²/2).
         candidates: the number of candidates (selections).
+        delta: its δ (key selections: ``(ε, δ)``-DP, δ-approximately ``ε²/2``-zCDP).
+
+    Kinds of a release with a measured domain (:mod:`deniable.synth.learn`): ``"bins"``
+    (a column's quantile histogram on its grid, discrete Gaussian, σ) and ``"keys"`` (a
+    column's keys by partition selection, ε and δ).
     """
 
     kind: str
@@ -295,6 +328,7 @@ class Event:
     sigma: float | None = None
     epsilon: Fraction | None = None
     candidates: int | None = None
+    delta: Fraction | None = None
 
     def describe(self) -> dict[str, object]:
         """The event as JSON-ready public metadata."""
@@ -307,7 +341,10 @@ class Event:
             out["sigma"] = self.sigma
         if self.epsilon is not None:
             out["epsilon"] = str(self.epsilon)
-            out["candidates"] = self.candidates
+            if self.candidates is not None:
+                out["candidates"] = self.candidates
+        if self.delta is not None:
+            out["delta"] = str(self.delta)
         return out
 
 

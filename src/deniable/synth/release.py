@@ -16,6 +16,13 @@ The release path (DESIGN §6.5), in order:
    them and rows sampled from it (post-processing); the events (cliques, σ, ε) stored with
    the charge.
 
+With a measured domain (``bins={"c": Quantiles(...)}`` or ``SelectKeys(...)``,
+:mod:`deniable.synth.learn`), step 3 computes instead the domain's exact statistics (a
+histogram on a public grid, the persons of each key) and type-checks the marginals'
+statement; after the charge the domain is measured (``ρ/10`` of the release), and the
+marginals are computed in the engine over the released bins and keys. The charge is then
+``EpsilonDelta(ε, δ)`` whenever keys are selected (:func:`plan_selection_loss`).
+
 Nothing before the charge depends on the data in a way that can be observed: every refusal
 is decided from the catalog, the request and the ledger; what the engine returns is a public
 number of counts at most and is read into arrays of public size.
@@ -51,8 +58,21 @@ from deniable.query.answer import loss_to_json, show_loss
 from deniable.query.catalog import TableInfo
 from deniable.query.execute import precheck_budget
 from deniable.synth import aim, mst
-from deniable.synth.discretize import DEFAULT_BINS, Discretization, discretize
+from deniable.synth.discretize import (
+    DEFAULT_BINS,
+    BinSpec,
+    Discretization,
+    SelectKeys,
+    discretize,
+)
 from deniable.synth.domain import Domain
+from deniable.synth.learn import (
+    SELECTION_DELTA_SHARE,
+    check_marginal_statement,
+    exact_domain,
+    plan_domain,
+    release_domain,
+)
 from deniable.synth.measure import (
     Clique,
     Event,
@@ -137,6 +157,57 @@ def plan_loss(
     return r, (Rho(rho=r) if zcdp else EpsilonDelta(epsilon=e, delta=d))
 
 
+def plan_selection_loss(
+    cap: PrivacyLoss,
+    *,
+    epsilon: Number | None,
+    delta: Number | None,
+    rho: Number | None,
+) -> tuple[Fraction, PrivacyLoss, Fraction]:
+    """The ρ, the one loss charged and the selections' δ of a release that selects keys.
+
+    Partition selection is ``(ε, δ)``-DP with δ > 0, so the release is δ_sel-approximately
+    ρ-zCDP (:mod:`deniable.synth.learn`): ``δ_sel = δ/2`` (:data:`SELECTION_DELTA_SHARE`)
+    goes to the selections and ``δ − δ_sel`` to converting ρ, and the charge is
+    ``EpsilonDelta(ε, δ)``, which the release satisfies. From ``epsilon=`` and ``delta=``:
+    ``ρ`` is the largest that converts to ``(ε, δ − δ_sel)``; from ``rho=`` and ``delta=``:
+    ``ε = ε(ρ, δ − δ_sel)``. The same charge under both accountants: the zCDP accountant
+    counts an ``(ε, δ)`` charge as ``(ε²/2, δ)`` (sound; it has no loss type for
+    "δ-approximately ρ-zCDP", which would count only ``(ρ, δ_sel)``).
+
+    Raises:
+        InvalidParameter: a pure ε or a ρ budget (no δ to spend), no ``delta=``, both or
+            neither of ``epsilon=`` and ``rho=``, values out of range.
+
+    Examples:
+        >>> rho, loss, d = plan_selection_loss(EpsilonDelta(epsilon=3, delta=1e-5),
+        ...                                    epsilon=1, delta=Fraction(1, 10**6), rho=None)
+        >>> loss, d
+        (EpsilonDelta(epsilon=1, delta=1e-06), Fraction(1, 2000000))
+    """
+    if (epsilon is None) == (rho is None):
+        raise InvalidParameter("give either epsilon= (with delta=) or rho=, not both or neither")
+    if not isinstance(cap, EpsilonDelta):
+        raise InvalidParameter(
+            "SelectKeys selects keys by DP partition selection, which costs a δ > 0: it needs "
+            "a dataset budget of (ε, δ) with δ > 0; declare the column's public keys instead"
+        )
+    if delta is None:
+        raise InvalidParameter("SelectKeys needs delta= (in (0, 1)): partition selection costs δ")
+    d = _delta(delta)
+    d_select = SELECTION_DELTA_SHARE * d
+    d_convert = d - d_select
+    if rho is not None:
+        r = _positive(rho, "rho")
+        return r, EpsilonDelta(epsilon=zcdp_epsilon(r, d_convert), delta=d), d_select
+    assert epsilon is not None
+    e = _positive(epsilon, "epsilon")
+    r = zcdp_rho_cap(e, d_convert)
+    if r <= 0:
+        raise InvalidParameter("this (epsilon, delta) allows no ρ > 0; raise epsilon or delta")
+    return r, EpsilonDelta(epsilon=e, delta=d), d_select
+
+
 def _positive(value: Number, name: str) -> Fraction:
     v = exact(value, name)
     if v <= 0:
@@ -215,6 +286,7 @@ class Synthetic:
                     "clique": ", ".join(e.clique),
                     "sigma": e.sigma,
                     "epsilon": None if e.epsilon is None else float(e.epsilon),
+                    "delta": None if e.delta is None else float(e.delta),
                     "rho": float(e.rho),
                 }
                 for e in self.events
@@ -253,7 +325,7 @@ def synthesize(
     rho: Number | None = None,
     method: str = "aim",
     rows: int | None = None,
-    bins: int | Mapping[str, int] = DEFAULT_BINS,
+    bins: int | Mapping[str, BinSpec] = DEFAULT_BINS,
     rounds: int | None = None,
     max_cells: int = aim.MAX_MODEL_CELLS,
     source: RandomSource | None = None,
@@ -273,7 +345,10 @@ def synthesize(
         rho: ρ of the release (instead of ε).
         method: ``"aim"`` or ``"mst"``.
         rows: rows to generate (default: the noisy number of rows measured).
-        bins: bins of numeric columns (one number or one per column).
+        bins: bins of numeric columns (one number or one per column); per column also
+            ``Quantiles(n, within=(lo, hi))`` (DP quantile bins) or ``SelectKeys(max_keys)``
+            (keys by DP partition selection; needs ``delta=``): measured within this release
+            (:mod:`deniable.synth.learn`, ``ρ/10`` of it).
         rounds: AIM's most rounds (default ``16·d``).
         max_cells: AIM's limit on the model's largest junction-tree clique (public).
         source: randomness (default: the OS CSPRNG).
@@ -283,7 +358,9 @@ def synthesize(
             noise (nothing spent).
         UnsafeQuery: a column whose domain is not declared (nothing spent).
         BudgetExceeded: the release does not fit what is left (nothing spent).
-        SQLError, EngineError: the engine refused or failed (nothing spent).
+        SQLError, EngineError: the engine refused or failed (nothing spent; with a measured
+            domain, a failure of the marginals' statement after the charge keeps the charge
+            and records it).
     """
     if method not in METHODS:
         raise InvalidParameter(f"method must be one of {list(METHODS)}")
@@ -303,24 +380,39 @@ def synthesize(
             "Bernoulli sample (sample_rate); register it without one"
         )
     disc = discretize(info, columns, bins)
-    domain = disc.domain
+    domain = disc.domain  # a placeholder's size is its most cells: every check is public
     cliques = needed_cliques(method, domain.names)
     check_cells(domain, cliques)
-    rho_total, loss = plan_loss(
-        ledger.cap(dataset),
-        zcdp=ledger.accountant(dataset) != "basic",
-        epsilon=epsilon,
-        delta=delta,
-        rho=rho,
-    )
+    if any(isinstance(b.learn, SelectKeys) for b in disc.pending):
+        rho_total, loss, delta_select = plan_selection_loss(
+            ledger.cap(dataset), epsilon=epsilon, delta=delta, rho=rho
+        )
+    else:
+        rho_total, loss = plan_loss(
+            ledger.cap(dataset),
+            zcdp=ledger.accountant(dataset) != "basic",
+            epsilon=epsilon,
+            delta=delta,
+            rho=rho,
+        )
+        delta_select = Fraction(0)
     unit_name = info.policy.privacy_unit
     unit = None if unit_name is None else info.column(unit_name)
     max_rows = 1 if unit is None else info.policy.max_rows
+    domain_plan = plan_domain(disc, rho_total, delta_select, max_rows)
+    rho_marginals = rho_total - domain_plan.rho
     precheck_budget(ledger, dataset, loss, what="this synthetic release")
     key = int(resolve(source).words(1)[0]) >> 1
-    exact_counts = exact_marginals(
-        engine, binding, disc, cliques, unit=unit, max_rows=max_rows, key=key
-    )
+    exact_counts: dict[Clique, I64] = {}
+    if disc.pending:
+        # The domain's statistics now; the marginals only once the bins and keys are
+        # released (after the charge), their statement type-checked now.
+        exact_dom = exact_domain(engine, binding, disc, unit=unit, max_rows=max_rows, key=key)
+        check_marginal_statement(engine, binding, disc, cliques, unit=unit, max_rows=max_rows)
+    else:
+        exact_counts = exact_marginals(
+            engine, binding, disc, cliques, unit=unit, max_rows=max_rows, key=key
+        )
     details: dict[str, Any] = {
         "synth": {
             "method": method,
@@ -333,12 +425,14 @@ def synthesize(
             "rho": str(rho_total),
             "sensitivity": max_rows,
             "plan": (
-                mst.describe_plan(len(domain), rho_total, max_rows)
+                mst.describe_plan(len(domain), rho_marginals, max_rows)
                 if method == "mst"
-                else aim.describe_plan(len(domain), rounds, rho_total, max_rows, max_cells)
+                else aim.describe_plan(len(domain), rounds, rho_marginals, max_rows, max_cells)
             ),
         }
     }
+    if disc.pending:
+        details["synth"]["domain"] = domain_plan.describe()
     charge = ledger.charge(
         dataset,
         loss,
@@ -348,25 +442,42 @@ def synthesize(
         details=details,
     )
     # Only now, after the commit, is anything computed from the data used.
-    log = ReleaseLog(exact_counts, domain, max_rows, rho_total, source=source)
+    domain_events: list[Event] = []
+    if disc.pending:
+        disc, domain_events = release_domain(disc, exact_dom, domain_plan, source=source)
+        domain = disc.domain
+        try:
+            exact_counts = exact_marginals(
+                engine, binding, disc, cliques, unit=unit, max_rows=max_rows, key=key
+            )
+        except Exception:
+            failed = {"synth": details["synth"], "failed_after_charge": "marginals"}
+            ledger.store_answer(charge.id, json.dumps(failed, sort_keys=True).encode())
+            raise
+    log = ReleaseLog(exact_counts, domain, max_rows, rho_marginals, source=source)
     if method == "mst":
         mst.run(log)
         model = estimate(domain, log.measurements)
     else:
         model = aim.run(log, rounds=rounds, max_cells=max_cells)
-    if log.spent > rho_total:
+    if domain_plan.rho + log.spent > rho_total:
         raise InternalError("the synthetic release's events exceed its charge")
     count = rows if rows is not None else min(max(1, round(model.total)), MAX_SYNTHETIC_ROWS)
     # Rounded sampling (each clique's cells get counts rounded from their expectations, as
     # private-pgm's synthetic_data): the rows' marginals follow the model's to about a count.
     cells = model.sample(count, source=source, rounded=True)
     table = disc.decode(cells, source)
-    record = {
+    events = (*domain_events, *log.events)
+    record: dict[str, Any] = {
         "synth": details["synth"],
         "charged": loss_to_json(loss),
-        "events": [e.describe() for e in log.events],
+        "events": [e.describe() for e in events],
         "rows": count,
     }
+    if domain_events:
+        record["released_bins"] = [
+            d for d in disc.describe() if d["column"] in set(domain_plan.quantiles)
+        ]
     ledger.store_answer(charge.id, json.dumps(record, sort_keys=True).encode())
     return Synthetic(
         table=table,
@@ -374,7 +485,7 @@ def synthesize(
         loss=loss,
         rho=rho_total,
         charge_id=charge.id,
-        events=tuple(log.events),
+        events=events,
         measurements=tuple(log.measurements),
         discretization=disc,
         cells=np.asarray(cells, dtype=np.int64),
